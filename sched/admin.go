@@ -1,0 +1,170 @@
+package sched
+
+import "sort"
+
+// JobStatus answers GET_STATUS.
+type JobStatus struct {
+	Known, Running bool
+	Num, Den       uint32
+	Clients        int // attached listeners
+	Unique         string
+}
+
+// Status reports on a job by id; Known is false for an unknown id.
+func (s *Sched) Status(id uint64) JobStatus {
+	sh := s.shardOf(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return statusOf(sh.jobs[id])
+}
+
+func statusOf(j *Job) JobStatus {
+	if j == nil {
+		return JobStatus{}
+	}
+	return JobStatus{Known: true, Running: j.state == stateRunning, Num: j.num, Den: j.den,
+		Clients: int(j.nlisteners), Unique: j.unique}
+}
+
+// StatusUnique finds a live job by its unique alone, in any function (as
+// gearmand's GET_STATUS_UNIQUE does).
+func (s *Sched) StatusUnique(unique []byte) JobStatus {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, f := range sh.funcs {
+			if j := f.unique[string(unique)]; j != nil {
+				st := statusOf(j)
+				sh.mu.Unlock()
+				return st
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return JobStatus{}
+}
+
+// FuncStat is one function's line in the admin status.
+type FuncStat struct {
+	Name     string
+	Queued   [3]int // by priority; delayed jobs count as Normal... see Delayed
+	Delayed  int
+	Running  int
+	Workers  int
+	MaxQueue [3]int
+}
+
+// Total is queued + delayed + running, gearmand's TOTAL column.
+func (f FuncStat) Total() int {
+	return f.Queued[0] + f.Queued[1] + f.Queued[2] + f.Delayed + f.Running
+}
+
+// Funcs snapshots every known function, sorted by name.
+func (s *Sched) Funcs() []FuncStat {
+	var out []FuncStat
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, f := range sh.funcs {
+			out = append(out, FuncStat{
+				Name:     f.name,
+				Queued:   [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
+				Delayed:  f.delayed,
+				Running:  f.running,
+				Workers:  f.workers,
+				MaxQueue: f.maxQueue,
+			})
+		}
+		sh.mu.Unlock()
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// JobInfo is one job's line in the admin job listings.
+type JobInfo struct {
+	ID         uint64
+	Func       string
+	Unique     string
+	Retries    uint32
+	Running    bool
+	Background bool
+	Clients    int
+}
+
+// Jobs snapshots every live job, in id order within each shard.
+func (s *Sched) Jobs() []JobInfo {
+	var out []JobInfo
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, j := range sh.jobs {
+			out = append(out, JobInfo{ID: j.id, Func: j.fn.name, Unique: j.unique, Retries: j.retries,
+				Running: j.state == stateRunning, Background: j.background, Clients: int(j.nlisteners)})
+		}
+		sh.mu.Unlock()
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Cancel removes a job that is not running. Its listeners hear nothing,
+// as with gearmand's "cancel job".
+func (s *Sched) Cancel(id uint64) error {
+	sh := s.shardOf(id)
+	sh.mu.Lock()
+	j := sh.jobs[id]
+	if j == nil || j.state == stateRunning {
+		sh.mu.Unlock()
+		return ErrNotFound
+	}
+	switch j.state {
+	case stateQueued:
+		j.fn.queues[j.prio].remove(j)
+	case stateDelayed:
+		sh.wheel.cancel(&j.timer)
+		j.fn.delayed--
+	}
+	for a := j.listeners; a != nil; {
+		next := a.jnext
+		a.unlink()
+		a = next
+	}
+	sh.forget(j)
+	sh.mu.Unlock()
+	s.forgetStored(j)
+	return nil
+}
+
+// CreateFunc makes a function known before any worker or job names it.
+func (s *Sched) CreateFunc(name []byte) {
+	sh := s.shardFor(name)
+	sh.mu.Lock()
+	sh.function(name).explicit = true
+	sh.mu.Unlock()
+}
+
+// DropFunc forgets a function that has no workers and no jobs.
+func (s *Sched) DropFunc(name []byte) error {
+	sh := s.shardFor(name)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	f := sh.funcs[string(name)]
+	if f == nil {
+		return ErrNoFunction
+	}
+	if f.workers > 0 || f.total() > 0 {
+		return ErrFunctionBusy
+	}
+	delete(sh.funcs, f.name)
+	return nil
+}
+
+// SetMaxQueue limits how many jobs a function may hold (queued and running)
+// before submits at each priority are refused; 0 = unlimited.
+func (s *Sched) SetMaxQueue(name []byte, max [3]int) {
+	sh := s.shardFor(name)
+	sh.mu.Lock()
+	sh.function(name).maxQueue = max
+	sh.mu.Unlock()
+}

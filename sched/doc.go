@@ -1,0 +1,52 @@
+// Package sched is switchyard's scheduler: one instance serves every
+// protocol. It knows nothing about wire formats or sockets; the engine
+// packages translate frames into calls on it and its callbacks into frames.
+//
+// # Shape
+//
+// A function name hashes to one of N shards (a power of two). A shard owns
+// the functions that hash to it, their jobs, their (function, unique) index
+// and a hashed timer wheel, all behind one mutex that is only ever held for
+// in-memory work. A job id carries its shard index in its low bits, so a
+// result that arrives by id finds its shard without a global map.
+//
+// Each function keeps three intrusive FIFO lists (high, normal, low), the
+// count of running jobs, its registered workers and the workers sleeping on
+// it. Delayed jobs sit in the shard's wheel until they come due.
+//
+// # Roles
+//
+//   - A Client (NewClient) submits jobs and listens to the foreground ones:
+//     every Update a worker reports is delivered to each attached Listener,
+//     outside all scheduler locks. A job with no listener is background.
+//   - A Worker (NewWorker) registers abilities (function + optional run
+//     timeout) and pulls work with Grab. When it sleeps (Sleep), sched calls
+//     its Waker once new work may be there; the frontend then pulls in its
+//     own context. Pull with wake-ups is the one model for every protocol.
+//   - Timers: a run timeout (CAN_DO_TIMEOUT) requeues a job as a retry; a
+//     delayed job (SUBMIT_JOB_EPOCH) enters its list when due and wakes
+//     sleepers. One ticker (or the caller, via Advance) drives every wheel.
+//   - A Store sees every job that must survive a restart (one with no
+//     listener): Save before the submit is acknowledged, Delete when it ends.
+//
+// # How each protocol maps onto sched
+//
+//   - Gearman: SUBMIT_JOB* -> Client.Submit (BG variants without attaching);
+//     CAN_DO/CAN_DO_TIMEOUT/CANT_DO/RESET_ABILITIES -> Worker.CanDo/CantDo/
+//     Reset; GRAB_JOB* -> Worker.Grab; PRE_SLEEP -> Worker.Sleep (true means
+//     send NOOP now), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
+//     GET_STATUS(_UNIQUE) -> Sched.Status/StatusUnique; admin -> Sched.Funcs,
+//     Jobs, Cancel, CreateFunc, DropFunc, SetMaxQueue.
+//   - Periodic: SUBMIT_JOB with sched_at -> Submit with When; GRAB_JOB parks:
+//     the frontend calls Sleep and, on Wake, Grab; WORK_DONE/FAIL ->
+//     Update(Complete/Fail), SCHED_LATER -> Worker.Later (requeue with a new
+//     due time); a job timeout is the ability's run timeout.
+//   - Worker-Controller: the controller pushes, so its frontend treats a free
+//     worker as permanently "sleeping": Wake means "grab and push now";
+//     next_pulse is the worker's run timeout on the job it holds.
+//   - dwork: Create -> Submit with dependencies resolved by the frontend
+//     (a task enters its list when its join counter reaches zero); Steal ->
+//     Grab without sleeping; completion -> Update(Complete).
+//   - MemoDB: READY parks like Periodic's GRAB_JOB; the job timeout is the
+//     run timeout, heartbeats use the same wheel; results -> Update.
+package sched

@@ -1,0 +1,113 @@
+package sched
+
+// Priority orders a function's three queues; High is served first.
+type Priority uint8
+
+const (
+	High Priority = iota
+	Normal
+	Low
+	numPriorities
+)
+
+type jobState uint8
+
+const (
+	stateQueued  jobState = iota // in its function's priority list
+	stateDelayed                 // in the shard's wheel until due
+	stateRunning                 // held by a worker
+	stateDone                    // removed from the shard
+)
+
+// Job is one unit of work. Its id, function, unique, payload and reducer
+// never change after Submit, so a frontend may read them without a lock
+// once it holds the *Job (from Grab or Jobs).
+type Job struct {
+	id         uint64
+	fn         *function
+	unique     string
+	key        string // coalescing key: the unique, or the payload for "-"
+	payload    []byte
+	reducer    string
+	prio       Priority
+	background bool
+	when       int64 // unix seconds; 0 = run now
+
+	// Mutable state, guarded by the job's shard lock.
+	state      jobState
+	retries    uint32
+	num, den   uint32 // last WORK_STATUS
+	worker     *Worker
+	timeout    int64 // run timeout in ms for the current assignment
+	prev, next *Job  // function priority list
+	wprev      *Job  // worker's held list (guarded by worker.mu)
+	wnext      *Job
+	listeners  *attach // doubly linked list of attached clients
+	nlisteners uint32
+	timer      timer
+}
+
+// ID is the job's id; its low bits name the shard.
+func (j *Job) ID() uint64 { return j.id }
+
+// Func is the function name.
+func (j *Job) Func() string { return j.fn.name }
+
+// Unique is the client-given unique id ("" when none).
+func (j *Job) Unique() string { return j.unique }
+
+// Payload is the workload; callers must not modify it.
+func (j *Job) Payload() []byte { return j.payload }
+
+// Reducer is the reducer function of a map/reduce job ("" when none).
+func (j *Job) Reducer() string { return j.reducer }
+
+// Priority is the queue the job waits in.
+func (j *Job) Priority() Priority { return j.prio }
+
+// Background reports whether the job was submitted without a listener.
+func (j *Job) Background() bool { return j.background }
+
+// When is the unix time the job was asked to run at (0: immediately).
+func (j *Job) When() int64 { return j.when }
+
+// jobList is an intrusive FIFO of jobs.
+type jobList struct {
+	head, tail *Job
+	n          int
+}
+
+func (l *jobList) pushBack(j *Job) {
+	j.next = nil
+	j.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = j
+	} else {
+		l.head = j
+	}
+	l.tail = j
+	l.n++
+}
+
+func (l *jobList) remove(j *Job) {
+	if j.prev != nil {
+		j.prev.next = j.next
+	} else {
+		l.head = j.next
+	}
+	if j.next != nil {
+		j.next.prev = j.prev
+	} else {
+		l.tail = j.prev
+	}
+	j.prev, j.next = nil, nil
+	l.n--
+}
+
+func (l *jobList) popFront() *Job {
+	j := l.head
+	if j != nil {
+		l.remove(j)
+	}
+	return j
+}

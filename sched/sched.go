@@ -1,0 +1,276 @@
+package sched
+
+import (
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors a frontend turns into its protocol's reply.
+var (
+	ErrQueueFull    = errors.New("sched: job queue is full")
+	ErrNotFound     = errors.New("sched: job not found")
+	ErrNoFunction   = errors.New("sched: function not found")
+	ErrFunctionBusy = errors.New("sched: function has workers or jobs")
+	ErrClosed       = errors.New("sched: client closed")
+)
+
+// Config tunes a scheduler. The zero value is usable.
+type Config struct {
+	// Shards is rounded up to a power of two; 0 picks 4 per CPU, at least 16.
+	Shards int
+	// WorkerWakeup caps how many sleeping workers a new job wakes; 0 = all.
+	WorkerWakeup int
+	// JobRetries fails a job after this many lost attempts; 0 = never.
+	JobRetries int
+	// RoundRobin rotates a worker's functions after each grab instead of
+	// always trying them in registration order (gearmand -R).
+	RoundRobin bool
+	// Tick is the timer resolution; 0 = 10ms. Negative disables the ticker:
+	// the owner then drives timers with Advance (tests do).
+	Tick time.Duration
+	// Store persists background jobs; nil keeps them in memory only.
+	Store Store
+}
+
+// Sched is the scheduler shared by every frontend.
+type Sched struct {
+	shards    []shard
+	shardBits uint
+	seed      maphash.Seed
+	wakeup    int
+	retries   uint32
+	rr        bool
+	tick      time.Duration
+	epoch     time.Time // tick 0
+	store     Store
+	durable   bool
+	stop      chan struct{}
+	done      chan struct{}
+	workerSeq uint64
+	workerMu  sync.Mutex
+}
+
+type shard struct {
+	mu    sync.Mutex
+	funcs map[string]*function
+	jobs  map[uint64]*Job
+	seq   atomic.Uint64
+	wheel wheel
+	idx   uint64
+	_     [64]byte // keep neighbouring shard locks off one cache line
+}
+
+// New starts a scheduler; Close stops its ticker.
+func New(cfg Config) *Sched {
+	n := cfg.Shards
+	if n <= 0 {
+		n = 4 * runtime.GOMAXPROCS(0)
+		if n < 16 {
+			n = 16
+		}
+	}
+	b := uint(bits.Len(uint(n - 1)))
+	s := &Sched{
+		shards:    make([]shard, 1<<b),
+		shardBits: b,
+		seed:      maphash.MakeSeed(),
+		wakeup:    cfg.WorkerWakeup,
+		retries:   uint32(cfg.JobRetries),
+		rr:        cfg.RoundRobin,
+		tick:      cfg.Tick,
+		epoch:     time.Now(),
+		store:     cfg.Store,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	s.durable = s.store != nil
+	if !s.durable {
+		s.store = memStore{}
+	}
+	if s.tick == 0 {
+		s.tick = 10 * time.Millisecond
+	}
+	for i := range s.shards {
+		s.shards[i] = shard{funcs: make(map[string]*function), jobs: make(map[uint64]*Job), idx: uint64(i)}
+	}
+	if s.tick > 0 {
+		go s.run()
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Close stops the ticker. Jobs stay where they are.
+func (s *Sched) Close() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+func (s *Sched) run() {
+	defer close(s.done)
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.Advance(now)
+		}
+	}
+}
+
+func (s *Sched) shardFor(name []byte) *shard {
+	h := maphash.Bytes(s.seed, name)
+	return &s.shards[h&uint64(len(s.shards)-1)]
+}
+
+func (s *Sched) shardOf(id uint64) *shard {
+	return &s.shards[id&uint64(len(s.shards)-1)]
+}
+
+// ticks converts a wall-clock time to the wheel's tick count.
+func (s *Sched) ticks(t time.Time) int64 {
+	d := t.Sub(s.epoch)
+	if d < 0 {
+		return 0
+	}
+	return int64(d / s.tickLen())
+}
+
+func (s *Sched) tickLen() time.Duration {
+	if s.tick < 0 {
+		return time.Millisecond // manual mode: Advance(t) with ms resolution
+	}
+	return s.tick
+}
+
+// function returns the function for name, creating it. Caller holds sh.mu.
+func (sh *shard) function(name []byte) *function {
+	f := sh.funcs[string(name)]
+	if f == nil {
+		f = newFunction(string(name))
+		sh.funcs[f.name] = f
+	}
+	return f
+}
+
+// forget removes a finished job from the shard's indexes. Caller holds sh.mu.
+func (sh *shard) forget(j *Job) {
+	delete(sh.jobs, j.id)
+	if j.key != "" && j.fn.unique[j.key] == j {
+		delete(j.fn.unique, j.key)
+	}
+	j.state = stateDone
+}
+
+// SubmitReq describes a job to submit. Byte slices are copied.
+type SubmitReq struct {
+	Func       []byte
+	Unique     []byte
+	Payload    []byte
+	Reducer    []byte
+	Priority   Priority
+	Background bool
+	// CoalesceOnPayload makes the payload the coalescing key (gearman's
+	// unique "-").
+	CoalesceOnPayload bool
+	// When runs the job no earlier than this unix time; 0 = now.
+	When int64
+}
+
+// Submit queues a job, or joins an existing one with the same function and
+// unique. For a foreground request (Background false) c is attached and hears
+// the job's updates. It returns the job's id.
+func (c *Client) Submit(r *SubmitReq) (uint64, error) {
+	return c.s.submit(c, r, time.Now())
+}
+
+func (s *Sched) submit(c *Client, r *SubmitReq, now time.Time) (uint64, error) {
+	sh := s.shardFor(r.Func)
+	// Build the job before taking the lock: the copy may be megabytes, and a
+	// durable store must have it before anyone can see it.
+	j := &Job{
+		id:         sh.seq.Add(1)<<s.shardBits | sh.idx,
+		unique:     string(r.Unique),
+		payload:    append([]byte(nil), r.Payload...),
+		reducer:    string(r.Reducer),
+		prio:       r.Priority,
+		background: r.Background,
+		when:       r.When,
+	}
+	if r.CoalesceOnPayload {
+		j.key = bytesString(j.payload)
+	} else {
+		j.key = j.unique
+	}
+	j.timer.job = j
+	if r.Background && s.durable {
+		if err := s.store.Save(j.record(string(r.Func))); err != nil {
+			return 0, err
+		}
+	}
+
+	var wake wakeList
+	sh.mu.Lock()
+	f := sh.function(r.Func)
+	if j.key != "" {
+		if existing := f.unique[j.key]; existing != nil {
+			linked := r.Background || c.link(existing)
+			sh.mu.Unlock()
+			s.forgetStored(j)
+			if !linked {
+				return 0, ErrClosed
+			}
+			return existing.id, nil
+		}
+	}
+	if max := f.maxQueue[r.Priority]; max > 0 && f.total() >= max {
+		sh.mu.Unlock()
+		s.forgetStored(j)
+		return 0, ErrQueueFull
+	}
+	j.fn = f
+	if !r.Background && !c.link(j) {
+		sh.mu.Unlock()
+		return 0, ErrClosed
+	}
+	if j.key != "" {
+		f.unique[j.key] = j
+	}
+	sh.jobs[j.id] = j
+	if r.When > 0 && r.When > now.Unix() {
+		j.state = stateDelayed
+		f.delayed++
+		j.timer.kind = timerDue
+		sh.wheel.arm(&j.timer, s.ticks(time.Unix(r.When, 0)))
+	} else {
+		j.state = stateQueued
+		f.queues[j.prio].pushBack(j)
+		s.collectSleepers(f, &wake)
+	}
+	sh.mu.Unlock()
+	s.wakeAll(sh, f, &wake)
+	return j.id, nil
+}
+
+func (j *Job) record(fn string) *Record {
+	return &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer, Priority: j.prio, When: j.when}
+}
+
+// forgetStored deletes a background job from a durable store.
+func (s *Sched) forgetStored(j *Job) {
+	if j.background && s.durable {
+		s.store.Delete(j.id)
+	}
+}

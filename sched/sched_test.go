@@ -1,0 +1,659 @@
+package sched
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// recorder is a Listener that keeps what it hears.
+type recorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *recorder) Notify(id uint64, u *Update) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := fmt.Sprintf("%d:%d:%s", id, u.Kind, u.Data)
+	if u.Kind == Status {
+		s += "/" + string(u.Den)
+	}
+	r.got = append(r.got, s)
+}
+
+func (r *recorder) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
+}
+
+type waker struct{ n atomic.Int32 }
+
+func (w *waker) Wake() { w.n.Add(1) }
+
+func newTest(t *testing.T, cfg Config) *Sched {
+	t.Helper()
+	cfg.Tick = -1 // tests drive time with Advance
+	s := New(cfg)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func submit(t *testing.T, c *Client, fn, unique, payload string, p Priority, bg bool) uint64 {
+	t.Helper()
+	id, err := c.Submit(&SubmitReq{Func: []byte(fn), Unique: []byte(unique), Payload: []byte(payload), Priority: p, Background: bg})
+	if err != nil {
+		t.Fatalf("submit %s/%s: %v", fn, unique, err)
+	}
+	return id
+}
+
+func grabPayload(w *Worker) string {
+	j := w.Grab()
+	if j == nil {
+		return "<none>"
+	}
+	return string(j.Payload())
+}
+
+func TestPriorityOrderAndFIFO(t *testing.T) {
+	s := newTest(t, Config{})
+	c := s.NewClient(&recorder{})
+	for i, p := range []Priority{Low, Normal, High, Low, Normal, High} {
+		submit(t, c, "f", "", fmt.Sprintf("%d%d", p, i), p, true)
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	want := []string{"02", "05", "11", "14", "20", "23", "<none>"}
+	for _, wnt := range want {
+		if got := grabPayload(w); got != wnt {
+			t.Fatalf("grab = %q, want %q", got, wnt)
+		}
+	}
+}
+
+func TestJobIDRoutesToShard(t *testing.T) {
+	s := newTest(t, Config{Shards: 8})
+	c := s.NewClient(&recorder{})
+	for i := 0; i < 100; i++ {
+		fn := fmt.Sprint("fn", i)
+		id := submit(t, c, fn, "", "x", Normal, true)
+		if s.shardOf(id) != s.shardFor([]byte(fn)) {
+			t.Fatalf("job %d of %s not routed to its function's shard", id, fn)
+		}
+		if !s.Status(id).Known {
+			t.Fatalf("job %d unknown", id)
+		}
+	}
+}
+
+func TestCoalescing(t *testing.T) {
+	tests := []struct {
+		name     string
+		u1, u2   string
+		p1, p2   string
+		dash     bool
+		same     bool
+		fn1, fn2 string
+		bg1, bg2 bool
+	}{
+		{name: "same unique", u1: "u", u2: "u", p1: "a", p2: "b", fn1: "f", fn2: "f", same: true},
+		{name: "different unique", u1: "u", u2: "v", fn1: "f", fn2: "f"},
+		{name: "empty unique never coalesces", fn1: "f", fn2: "f", p1: "a", p2: "a"},
+		{name: "unique is per function", u1: "u", u2: "u", fn1: "f", fn2: "g"},
+		{name: "dash coalesces on payload", dash: true, p1: "same", p2: "same", fn1: "f", fn2: "f", same: true},
+		{name: "dash with other payload", dash: true, p1: "one", p2: "two", fn1: "f", fn2: "f"},
+		{name: "background joins foreground", u1: "u", u2: "u", fn1: "f", fn2: "f", bg2: true, same: true},
+		{name: "foreground joins background", u1: "u", u2: "u", fn1: "f", fn2: "f", bg1: true, same: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTest(t, Config{})
+			r1, r2 := &recorder{}, &recorder{}
+			c1, c2 := s.NewClient(r1), s.NewClient(r2)
+			sub := func(c *Client, fn, u, p string, bg bool) uint64 {
+				id, err := c.Submit(&SubmitReq{Func: []byte(fn), Unique: []byte(u), Payload: []byte(p), Background: bg, CoalesceOnPayload: tt.dash})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			id1 := sub(c1, tt.fn1, tt.u1, tt.p1, tt.bg1)
+			id2 := sub(c2, tt.fn2, tt.u2, tt.p2, tt.bg2)
+			if (id1 == id2) != tt.same {
+				t.Fatalf("ids %d, %d: same = %v, want %v", id1, id2, id1 == id2, tt.same)
+			}
+			if !tt.same {
+				return
+			}
+			// The first submitter's payload wins and every foreground client hears the result.
+			w := s.NewWorker(&waker{})
+			w.CanDo([]byte(tt.fn1), 0)
+			j := w.Grab()
+			if string(j.Payload()) != tt.p1 {
+				t.Fatalf("payload %q, want first submitter's %q", j.Payload(), tt.p1)
+			}
+			if w.Grab() != nil {
+				t.Fatal("coalesced job handed out twice")
+			}
+			if err := w.Update(j.ID(), &Update{Kind: Complete, Data: []byte("done")}); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range []*recorder{r1, r2} {
+				bg := []bool{tt.bg1, tt.bg2}[i]
+				want := 1
+				if bg {
+					want = 0
+				}
+				if got := len(r.events()); got != want {
+					t.Fatalf("client %d heard %d events, want %d", i+1, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestCoalescesWithRunningJob(t *testing.T) {
+	s := newTest(t, Config{})
+	r1, r2 := &recorder{}, &recorder{}
+	c1, c2 := s.NewClient(r1), s.NewClient(r2)
+	id := submit(t, c1, "f", "u", "a", Normal, false)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	w.Grab()
+	if id2 := submit(t, c2, "f", "u", "b", Normal, false); id2 != id {
+		t.Fatalf("running job not joined: %d vs %d", id2, id)
+	}
+	w.Update(id, &Update{Kind: Data, Data: []byte("part")})
+	w.Update(id, &Update{Kind: Complete, Data: []byte("all")})
+	for _, r := range []*recorder{r1, r2} {
+		want := []string{fmt.Sprintf("%d:1:part", id), fmt.Sprintf("%d:4:all", id)}
+		if got := r.events(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	// Once done, the unique is free again.
+	if id3 := submit(t, c1, "f", "u", "c", Normal, true); id3 == id {
+		t.Fatal("finished job's unique still coalesces")
+	}
+}
+
+func TestMaxQueue(t *testing.T) {
+	s := newTest(t, Config{})
+	c := s.NewClient(&recorder{})
+	s.SetMaxQueue([]byte("f"), [3]int{3, 2, 1})
+	submit(t, c, "f", "", "1", Low, true)
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Priority: Low, Background: true}); err != ErrQueueFull {
+		t.Fatalf("low over its limit: %v", err)
+	}
+	submit(t, c, "f", "", "2", Normal, true)
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Priority: Normal, Background: true}); err != ErrQueueFull {
+		t.Fatalf("normal over its limit: %v", err)
+	}
+	submit(t, c, "f", "u", "3", High, true)
+	// A coalesced submit adds nothing, so a full queue still accepts it.
+	submit(t, c, "f", "u", "4", High, true)
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Priority: High, Background: true}); err != ErrQueueFull {
+		t.Fatalf("high over its limit: %v", err)
+	}
+}
+
+func TestSleepAndWake(t *testing.T) {
+	tests := []struct {
+		name    string
+		wakeup  int
+		workers int
+		want    int32 // workers woken by one job
+	}{
+		{"all", 0, 5, 5},
+		{"limited", 2, 5, 2},
+		{"more than sixteen", 0, 40, 40},
+		{"limit above sleepers", 10, 3, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTest(t, Config{WorkerWakeup: tt.wakeup})
+			var wk []*waker
+			for i := 0; i < tt.workers; i++ {
+				k := &waker{}
+				w := s.NewWorker(k)
+				w.CanDo([]byte("f"), 0)
+				if w.Sleep() {
+					t.Fatal("sleep with no work reported work")
+				}
+				wk = append(wk, k)
+			}
+			c := s.NewClient(&recorder{})
+			submit(t, c, "f", "", "x", Normal, true)
+			var woken int32
+			for _, k := range wk {
+				woken += k.n.Load()
+			}
+			if woken != tt.want {
+				t.Fatalf("woke %d, want %d", woken, tt.want)
+			}
+			// A second job wakes nobody already woken.
+			submit(t, c, "f", "", "y", Normal, true)
+			var again int32
+			for _, k := range wk {
+				again += k.n.Load()
+			}
+			if tt.wakeup == 0 && again != woken {
+				t.Fatalf("woken workers woken again: %d -> %d", woken, again)
+			}
+		})
+	}
+}
+
+func TestSleepWithWorkWaiting(t *testing.T) {
+	s := newTest(t, Config{})
+	c := s.NewClient(&recorder{})
+	k := &waker{}
+	w := s.NewWorker(k)
+	w.CanDo([]byte("a"), 0)
+	w.CanDo([]byte("b"), 0)
+	submit(t, c, "b", "", "x", Normal, true)
+	if !w.Sleep() {
+		t.Fatal("PRE_SLEEP with work waiting must answer at once")
+	}
+	if k.n.Load() != 0 {
+		t.Fatal("waker called as well as the immediate answer")
+	}
+	if grabPayload(w) != "x" {
+		t.Fatal("work not grabbed")
+	}
+	// Sleeping on other functions: a job for any of them wakes it once.
+	if w.Sleep() {
+		t.Fatal("no work, yet Sleep says there is")
+	}
+	submit(t, c, "a", "", "y", Normal, true)
+	submit(t, c, "b", "", "z", Normal, true)
+	if k.n.Load() != 1 {
+		t.Fatalf("woken %d times, want 1", k.n.Load())
+	}
+}
+
+func TestCantDoStopsWakes(t *testing.T) {
+	s := newTest(t, Config{})
+	k := &waker{}
+	w := s.NewWorker(k)
+	w.CanDo([]byte("f"), 0)
+	w.Sleep()
+	w.CantDo([]byte("f"))
+	submit(t, s.NewClient(&recorder{}), "f", "", "x", Normal, true)
+	if k.n.Load() != 0 || w.Grab() != nil {
+		t.Fatal("worker that gave up f still serves it")
+	}
+	st := s.Funcs()
+	if len(st) != 1 || st[0].Workers != 0 {
+		t.Fatalf("funcs %+v", st)
+	}
+}
+
+func TestGrabOrder(t *testing.T) {
+	for _, rr := range []bool{false, true} {
+		t.Run(fmt.Sprint("rr=", rr), func(t *testing.T) {
+			s := newTest(t, Config{RoundRobin: rr})
+			c := s.NewClient(&recorder{})
+			for i := 0; i < 3; i++ {
+				submit(t, c, "f1", "", fmt.Sprint("f1-", i), Normal, true)
+				submit(t, c, "f2", "", fmt.Sprint("f2-", i), Normal, true)
+			}
+			w := s.NewWorker(&waker{})
+			w.CanDo([]byte("f1"), 0)
+			w.CanDo([]byte("f2"), 0)
+			var got []string
+			for j := w.Grab(); j != nil; j = w.Grab() {
+				got = append(got, string(j.Payload()))
+			}
+			want := "[f2-0 f2-1 f2-2 f1-0 f1-1 f1-2]" // most recently registered first
+			if rr {
+				want = "[f2-0 f1-0 f2-1 f1-1 f2-2 f1-2]"
+			}
+			if fmt.Sprint(got) != want {
+				t.Fatalf("order %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestWorkerCloseRequeuesAtTail(t *testing.T) {
+	s := newTest(t, Config{})
+	r := &recorder{}
+	c := s.NewClient(r)
+	id := submit(t, c, "f", "", "first", Normal, false)
+	submit(t, c, "f", "", "second", Normal, true)
+	w1 := s.NewWorker(&waker{})
+	w1.CanDo([]byte("f"), 0)
+	if grabPayload(w1) != "first" {
+		t.Fatal("wrong job")
+	}
+	k := &waker{}
+	w2 := s.NewWorker(k)
+	w2.CanDo([]byte("f"), 0)
+	if grabPayload(w2) != "second" {
+		t.Fatal("wrong job")
+	}
+	w2.Sleep()
+	w1.Close()
+	if k.n.Load() != 1 {
+		t.Fatal("sleeping worker not woken by the requeue")
+	}
+	j := w2.Grab()
+	if j == nil || j.ID() != id {
+		t.Fatal("requeued job not handed out")
+	}
+	if got := s.Jobs(); got[0].Retries != 1 {
+		t.Fatalf("retries %d, want 1", got[0].Retries)
+	}
+	if len(r.events()) != 0 {
+		t.Fatalf("client told about the retry: %v", r.events())
+	}
+	if err := w1.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+		t.Fatalf("closed worker completing: %v", err)
+	}
+	w2.Update(id, &Update{Kind: Complete, Data: []byte("ok")})
+	if got := r.events(); len(got) != 1 || got[0] != fmt.Sprintf("%d:4:ok", id) {
+		t.Fatalf("events %v", got)
+	}
+}
+
+func TestJobRetriesLimit(t *testing.T) {
+	s := newTest(t, Config{JobRetries: 2})
+	r := &recorder{}
+	c := s.NewClient(r)
+	id := submit(t, c, "f", "", "x", Normal, false)
+	for attempt := 1; attempt <= 2; attempt++ {
+		w := s.NewWorker(&waker{})
+		w.CanDo([]byte("f"), 0)
+		if w.Grab() == nil {
+			t.Fatalf("attempt %d: job gone early", attempt)
+		}
+		w.Close()
+	}
+	if got := r.events(); len(got) != 1 || got[0] != fmt.Sprintf("%d:%d:", id, Fail) {
+		t.Fatalf("after 2 lost attempts events %v, want one WORK_FAIL", got)
+	}
+	if s.Status(id).Known || len(s.Jobs()) != 0 {
+		t.Fatal("failed job not deleted")
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	s := newTest(t, Config{})
+	r := &recorder{}
+	c := s.NewClient(r)
+	id := submit(t, c, "f", "", "x", Normal, false)
+	w1 := s.NewWorker(&waker{})
+	w1.CanDo([]byte("f"), 2*time.Second)
+	start := time.Now()
+	if w1.Grab() == nil {
+		t.Fatal("no job")
+	}
+	k := &waker{}
+	w2 := s.NewWorker(k)
+	w2.CanDo([]byte("f"), 0)
+	w2.Sleep()
+	s.Advance(start.Add(time.Second))
+	if k.n.Load() != 0 || !s.Status(id).Running {
+		t.Fatal("timed out early")
+	}
+	s.Advance(start.Add(3 * time.Second))
+	if k.n.Load() != 1 {
+		t.Fatal("timeout did not requeue and wake")
+	}
+	if err := w1.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+		t.Fatalf("late worker's result: %v, want ErrNotFound", err)
+	}
+	if w1.Running() != 0 {
+		t.Fatal("late worker still holds the job")
+	}
+	if j := w2.Grab(); j == nil || j.ID() != id {
+		t.Fatal("timed-out job not handed out again")
+	}
+}
+
+func TestDelayedJob(t *testing.T) {
+	s := newTest(t, Config{})
+	c := s.NewClient(&recorder{})
+	k := &waker{}
+	w := s.NewWorker(k)
+	w.CanDo([]byte("f"), 0)
+	w.Sleep()
+	now := time.Now()
+	id, err := c.Submit(&SubmitReq{Func: []byte("f"), Payload: []byte("later"), Background: true, When: now.Unix() + 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.n.Load() != 0 || w.Grab() != nil {
+		t.Fatal("delayed job ran early")
+	}
+	w.Sleep()
+	if st := s.Funcs(); st[0].Total() != 1 {
+		t.Fatalf("delayed job not counted: %+v", st)
+	}
+	s.Advance(now.Add(7 * time.Second))
+	if k.n.Load() != 1 {
+		t.Fatal("sleeper not woken when the job came due")
+	}
+	if j := w.Grab(); j == nil || j.ID() != id {
+		t.Fatal("due job not handed out")
+	}
+	// A time in the past runs at once.
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Payload: []byte("past"), Background: true, When: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if grabPayload(w) != "past" {
+		t.Fatal("past epoch job not queued at once")
+	}
+}
+
+func TestClientCloseDropsQueuedForegroundJob(t *testing.T) {
+	s := newTest(t, Config{})
+	r := &recorder{}
+	c := s.NewClient(r)
+	queued := submit(t, c, "f", "", "queued", Normal, false)
+	running := submit(t, c, "f", "", "running", Normal, false)
+	bg := submit(t, c, "f", "", "bg", Low, true)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	j := w.Grab()
+	if j.ID() != queued {
+		t.Fatal("order")
+	}
+	j2 := w.Grab()
+	if j2.ID() != running {
+		t.Fatal("order")
+	}
+	w.Close() // both go back to the queue
+	if n := len(s.Jobs()); n != 3 {
+		t.Fatalf("%d jobs", n)
+	}
+	w = s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	j = w.Grab() // one of the two runs again, the other waits
+	waiting := queued
+	if j.ID() == queued {
+		waiting = running
+	}
+	c.Close()
+	if c.Attached() != 0 {
+		t.Fatal("client still attached")
+	}
+	// The waiting one is dropped, the running one kept, bg kept.
+	if s.Status(waiting).Known || !s.Status(j.ID()).Known || !s.Status(bg).Known {
+		t.Fatalf("after close: jobs %+v", s.Jobs())
+	}
+	if err := w.Update(j.ID(), &Update{Kind: Complete, Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.events()) != 0 {
+		t.Fatal("closed client heard a result")
+	}
+	if grabPayload(w) != "bg" {
+		t.Fatal("background job lost")
+	}
+}
+
+func TestStatusUpdates(t *testing.T) {
+	s := newTest(t, Config{})
+	r := &recorder{}
+	c := s.NewClient(r)
+	id := submit(t, c, "f", "uniq", "x", Normal, false)
+	if st := s.Status(id); !st.Known || st.Running || st.Clients != 1 {
+		t.Fatalf("queued status %+v", st)
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	w.Grab()
+	w.Update(id, &Update{Kind: Status, Data: []byte("3"), Den: []byte("10")})
+	if st := s.Status(id); !st.Running || st.Num != 3 || st.Den != 10 {
+		t.Fatalf("running status %+v", st)
+	}
+	if st := s.StatusUnique([]byte("uniq")); !st.Known || st.Num != 3 || st.Unique != "uniq" {
+		t.Fatalf("status by unique %+v", st)
+	}
+	if st := s.Status(id + 1<<20); st.Known {
+		t.Fatal("unknown job known")
+	}
+	if got := r.events(); len(got) != 1 || got[0] != fmt.Sprintf("%d:3:3/10", id) {
+		t.Fatalf("events %v", got)
+	}
+}
+
+func TestWrongWorkerCannotUpdate(t *testing.T) {
+	s := newTest(t, Config{})
+	id := submit(t, s.NewClient(&recorder{}), "f", "", "x", Normal, false)
+	w1, w2 := s.NewWorker(&waker{}), s.NewWorker(&waker{})
+	w1.CanDo([]byte("f"), 0)
+	if err := w2.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+		t.Fatalf("queued job completed by nobody: %v", err)
+	}
+	w1.Grab()
+	if err := w2.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+		t.Fatalf("other worker's job: %v", err)
+	}
+	if err := w1.Update(12345, &Update{Kind: Data}); err != ErrNotFound {
+		t.Fatalf("unknown id: %v", err)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	s := newTest(t, Config{})
+	c := s.NewClient(&recorder{})
+	s.CreateFunc([]byte("empty"))
+	id := submit(t, c, "f", "", "x", High, true)
+	submit(t, c, "f", "", "y", Low, true)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	w.Grab()
+	st := s.Funcs()
+	if len(st) != 2 || st[0].Name != "empty" || st[1].Total() != 2 || st[1].Running != 1 || st[1].Workers != 1 || st[1].Queued != [3]int{0, 0, 1} {
+		t.Fatalf("funcs %+v", st)
+	}
+	if err := s.Cancel(id); err != ErrNotFound {
+		t.Fatal("cancelled a running job")
+	}
+	if err := s.DropFunc([]byte("f")); err != ErrFunctionBusy {
+		t.Fatalf("drop busy: %v", err)
+	}
+	if err := s.DropFunc([]byte("nope")); err != ErrNoFunction {
+		t.Fatalf("drop unknown: %v", err)
+	}
+	if err := s.DropFunc([]byte("empty")); err != nil {
+		t.Fatal(err)
+	}
+	jobs := s.Jobs()
+	if len(jobs) != 2 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+	if err := s.Cancel(jobs[1].ID); err != nil && err != ErrNotFound {
+		t.Fatal(err)
+	}
+}
+
+// TestConcurrent drives many clients and workers at once under -race: every
+// job is completed exactly once and every client hears its result.
+func TestConcurrent(t *testing.T) {
+	s := New(Config{Shards: 4, Tick: time.Millisecond})
+	defer s.Close()
+	const clients, perClient, workers = 8, 500, 4
+	funcs := []string{"a", "b", "c"}
+	var done atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wake := make(chan struct{}, 1)
+			w := s.NewWorker(chanWaker(wake))
+			for _, f := range funcs {
+				w.CanDo([]byte(f), time.Minute)
+			}
+			defer w.Close()
+			for {
+				if j := w.Grab(); j != nil {
+					if err := w.Update(j.ID(), &Update{Kind: Complete, Data: j.Payload()}); err != nil {
+						t.Error(err)
+					}
+					continue
+				}
+				if w.Sleep() {
+					continue
+				}
+				select {
+				case <-wake:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	var cwg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		cwg.Add(1)
+		go func(i int) {
+			defer cwg.Done()
+			got := make(chan uint64, perClient)
+			c := s.NewClient(chanListener(got))
+			for n := 0; n < perClient; n++ {
+				bg := n%5 == 0
+				if _, err := c.Submit(&SubmitReq{Func: []byte(funcs[n%3]), Payload: []byte("p"), Priority: Priority(n % 3), Background: bg}); err != nil {
+					t.Error(err)
+				}
+			}
+			for n := 0; n < perClient*4/5; n++ {
+				<-got
+				done.Add(1)
+			}
+			c.Close()
+		}(i)
+	}
+	cwg.Wait()
+	close(stop)
+	wg.Wait()
+	if done.Load() != clients*perClient*4/5 {
+		t.Fatalf("results %d", done.Load())
+	}
+}
+
+type chanWaker chan struct{}
+
+func (c chanWaker) Wake() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+type chanListener chan uint64
+
+func (c chanListener) Notify(id uint64, u *Update) {
+	if u.Kind.Terminal() {
+		c <- id
+	}
+}

@@ -1,0 +1,53 @@
+package sched
+
+import "time"
+
+// Advance fires every timer due at or before now: delayed jobs enter their
+// queues (waking sleepers), overrunning jobs are taken back as retries. The
+// ticker calls it; with Config.Tick < 0 the owner does.
+func (s *Sched) Advance(now time.Time) {
+	tick := s.ticks(now)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.wheel.n == 0 {
+			sh.wheel.now = tick
+			sh.mu.Unlock()
+			continue
+		}
+		var due []*Job
+		var late []*Job
+		sh.wheel.advance(tick, func(t *timer) {
+			switch t.kind {
+			case timerDue:
+				due = append(due, t.job)
+			case timerTimeout:
+				late = append(late, t.job)
+			}
+		})
+		for _, j := range due {
+			if j.state != stateDelayed {
+				continue
+			}
+			j.fn.delayed--
+			j.state = stateQueued
+			j.fn.queues[j.prio].pushBack(j)
+		}
+		sh.mu.Unlock()
+		for _, j := range due {
+			var wl wakeList
+			sh.mu.Lock()
+			s.collectSleepers(j.fn, &wl)
+			sh.mu.Unlock()
+			s.wakeAll(sh, j.fn, &wl)
+		}
+		for _, j := range late {
+			sh.mu.Lock()
+			w := j.worker
+			sh.mu.Unlock()
+			if w != nil {
+				s.retry(j, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package sched
+
+// timerKind says what a fired timer means.
+type timerKind uint8
+
+const (
+	timerDue     timerKind = iota + 1 // a delayed job came due
+	timerTimeout                      // a running job overran its worker's timeout
+)
+
+// timer is intrusive: it lives inside the Job it times, so arming and
+// cancelling allocate nothing.
+type timer struct {
+	prev, next *timer
+	expire     int64 // absolute tick
+	kind       timerKind
+	job        *Job
+	armed      bool
+}
+
+const wheelSlots = 512 // power of two
+
+// wheel is a hashed timing wheel. A timer sits in slot expire%wheelSlots;
+// a slot may hold timers for later laps, which stay until their tick comes.
+type wheel struct {
+	slots [wheelSlots]*timer
+	now   int64 // last tick processed
+	n     int   // armed timers
+}
+
+func (w *wheel) arm(t *timer, expire int64) {
+	if t.armed {
+		w.cancel(t)
+	}
+	if expire <= w.now {
+		expire = w.now + 1
+	}
+	t.expire = expire
+	s := &w.slots[expire&(wheelSlots-1)]
+	t.prev = nil
+	t.next = *s
+	if *s != nil {
+		(*s).prev = t
+	}
+	*s = t
+	t.armed = true
+	w.n++
+}
+
+func (w *wheel) cancel(t *timer) {
+	if !t.armed {
+		return
+	}
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		w.slots[t.expire&(wheelSlots-1)] = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.prev, t.next = nil, nil
+	t.armed = false
+	w.n--
+}
+
+// advance moves the wheel to tick now and calls fire for each expired timer,
+// after unlinking it. fire may re-arm.
+func (w *wheel) advance(now int64, fire func(*timer)) {
+	if now <= w.now {
+		return
+	}
+	from := w.now + 1
+	if now-from >= wheelSlots {
+		from = now - wheelSlots + 1 // every slot gets visited once
+	}
+	w.now = now
+	for tick := from; tick <= now && w.n > 0; tick++ {
+		t := w.slots[tick&(wheelSlots-1)]
+		for t != nil {
+			next := t.next
+			if t.expire <= now {
+				w.cancel(t)
+				fire(t)
+			}
+			t = next
+		}
+	}
+}

@@ -1,0 +1,397 @@
+package sched
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Waker is how sched tells a sleeping worker that work may be waiting.
+// Wake is called at most once per Sleep, outside every scheduler lock, and
+// must not block.
+type Waker interface {
+	Wake()
+}
+
+// Worker sleep states.
+const (
+	awake int32 = iota
+	asleep
+	woken
+)
+
+// ability is one function a worker can run, linked into that function's
+// sleeper list while the worker sleeps on it.
+type ability struct {
+	w            *Worker
+	fn           *function
+	sh           *shard
+	timeout      time.Duration // 0 = none
+	sprev, snext *ability
+	inSleepers   bool
+}
+
+type abilityList struct{ head, tail *ability }
+
+func (l *abilityList) push(a *ability) {
+	a.snext = nil
+	a.sprev = l.tail
+	if l.tail != nil {
+		l.tail.snext = a
+	} else {
+		l.head = a
+	}
+	l.tail = a
+	a.inSleepers = true
+}
+
+func (l *abilityList) remove(a *ability) {
+	if !a.inSleepers {
+		return
+	}
+	if a.sprev != nil {
+		a.sprev.snext = a.snext
+	} else {
+		l.head = a.snext
+	}
+	if a.snext != nil {
+		a.snext.sprev = a.sprev
+	} else {
+		l.tail = a.sprev
+	}
+	a.sprev, a.snext = nil, nil
+	a.inSleepers = false
+}
+
+// Worker is one connection that runs jobs. Its methods other than Wake
+// bookkeeping must be called from one goroutine at a time (its connection's).
+type Worker struct {
+	s     *Sched
+	id    uint64
+	waker Waker
+	// abilities in the order jobs are looked for: most recently registered
+	// first, as gearmand 1.1 does.
+	abilities []*ability
+	state     atomic.Int32
+
+	mu    sync.Mutex // guards the held list; taken after a shard lock
+	held  *Job
+	nheld int
+
+	scratch []*Client
+}
+
+// NewWorker registers a worker whose sleeps end with a call to waker.Wake.
+func (s *Sched) NewWorker(waker Waker) *Worker {
+	return &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+}
+
+// ID numbers workers from 1 in creation order.
+func (w *Worker) ID() uint64 { return w.id }
+
+// Abilities appends the worker's function names, in registration order.
+func (w *Worker) Abilities(dst []string) []string {
+	for i := len(w.abilities) - 1; i >= 0; i-- {
+		dst = append(dst, w.abilities[i].fn.name)
+	}
+	return dst
+}
+
+func (w *Worker) find(name []byte) int {
+	for i, a := range w.abilities {
+		if a.fn.name == string(name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// CanDo registers (or re-registers with a new timeout) a function. A
+// timeout > 0 requeues a job that runs longer than that.
+func (w *Worker) CanDo(name []byte, timeout time.Duration) {
+	if i := w.find(name); i >= 0 {
+		a := w.abilities[i]
+		a.sh.mu.Lock()
+		a.timeout = timeout
+		a.sh.mu.Unlock()
+		return
+	}
+	sh := w.s.shardFor(name)
+	sh.mu.Lock()
+	f := sh.function(name)
+	f.workers++
+	a := &ability{w: w, fn: f, sh: sh, timeout: timeout}
+	if w.state.Load() != awake {
+		f.sleepers.push(a)
+	}
+	sh.mu.Unlock()
+	w.abilities = append(w.abilities, nil)
+	copy(w.abilities[1:], w.abilities)
+	w.abilities[0] = a
+}
+
+// CantDo unregisters a function.
+func (w *Worker) CantDo(name []byte) {
+	if i := w.find(name); i >= 0 {
+		w.drop(w.abilities[i])
+		w.abilities = append(w.abilities[:i], w.abilities[i+1:]...)
+	}
+}
+
+// Reset unregisters every function.
+func (w *Worker) Reset() {
+	for _, a := range w.abilities {
+		w.drop(a)
+	}
+	clear(w.abilities)
+	w.abilities = w.abilities[:0]
+}
+
+func (w *Worker) drop(a *ability) {
+	a.sh.mu.Lock()
+	a.fn.workers--
+	a.fn.sleepers.remove(a)
+	a.sh.mu.Unlock()
+}
+
+// Grab hands the worker the next job from its functions, or nil. The job
+// is the worker's until it reports a terminal Update, times out or the
+// worker closes.
+func (w *Worker) Grab() *Job {
+	w.state.Store(awake)
+	for i, a := range w.abilities {
+		sh := a.sh
+		sh.mu.Lock()
+		j := a.fn.pop()
+		if j == nil {
+			sh.mu.Unlock()
+			continue
+		}
+		j.state = stateRunning
+		j.worker = w
+		a.fn.running++
+		if a.timeout > 0 {
+			j.timer.kind = timerTimeout
+			sh.wheel.arm(&j.timer, w.s.ticks(time.Now().Add(a.timeout)))
+		}
+		w.hold(j)
+		sh.mu.Unlock()
+		if w.s.rr && len(w.abilities) > 1 {
+			copy(w.abilities[i:], w.abilities[i+1:])
+			w.abilities[len(w.abilities)-1] = a
+		}
+		return j
+	}
+	return nil
+}
+
+// Sleep records that the worker waits for work. It returns true when work
+// is already waiting (answer at once); otherwise the worker's Waker is
+// called once work arrives.
+func (w *Worker) Sleep() bool {
+	w.state.Store(asleep)
+	ready := false
+	for _, a := range w.abilities {
+		sh := a.sh
+		sh.mu.Lock()
+		if a.fn.queued() > 0 {
+			ready = true
+		} else if !a.inSleepers {
+			a.fn.sleepers.push(a)
+		}
+		sh.mu.Unlock()
+		if ready {
+			break
+		}
+	}
+	// If someone else woke us meanwhile, their Wake carries the news.
+	return ready && w.state.CompareAndSwap(asleep, woken)
+}
+
+// hold adds j to the worker's held list. Caller holds j's shard lock.
+func (w *Worker) hold(j *Job) {
+	w.mu.Lock()
+	j.wprev = nil
+	j.wnext = w.held
+	if w.held != nil {
+		w.held.wprev = j
+	}
+	w.held = j
+	w.nheld++
+	w.mu.Unlock()
+}
+
+// release removes j from its worker's held list. Caller holds j's shard lock.
+func (j *Job) release() {
+	w := j.worker
+	w.mu.Lock()
+	if j.wprev != nil {
+		j.wprev.wnext = j.wnext
+	} else {
+		w.held = j.wnext
+	}
+	if j.wnext != nil {
+		j.wnext.wprev = j.wprev
+	}
+	j.wprev, j.wnext = nil, nil
+	w.nheld--
+	w.mu.Unlock()
+	j.worker = nil
+}
+
+// Running is the number of jobs the worker holds.
+func (w *Worker) Running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nheld
+}
+
+// Update reports on a job the worker holds and delivers it to the job's
+// listeners. A terminal kind ends the job. ErrNotFound means the worker
+// does not hold that job (unknown, finished, or taken back on timeout).
+func (w *Worker) Update(id uint64, u *Update) error {
+	sh := w.s.shardOf(id)
+	sh.mu.Lock()
+	j := sh.jobs[id]
+	if j == nil || j.worker != w || j.state != stateRunning {
+		sh.mu.Unlock()
+		return ErrNotFound
+	}
+	if u.Kind == Status {
+		j.num = atou32(u.Data)
+		j.den = atou32(u.Den)
+	}
+	ls := collect(w.scratch[:0], j, u.Kind.Terminal())
+	if u.Kind.Terminal() {
+		w.s.finish(sh, j)
+	}
+	sh.mu.Unlock()
+	notifyAll(ls, id, u)
+	clear(ls)
+	w.scratch = ls[:0]
+	if u.Kind.Terminal() {
+		w.s.forgetStored(j)
+	}
+	return nil
+}
+
+// finish removes a running job for good. Caller holds sh.mu.
+func (s *Sched) finish(sh *shard, j *Job) {
+	sh.wheel.cancel(&j.timer)
+	j.release()
+	j.fn.running--
+	sh.forget(j)
+}
+
+// Close gives the worker's jobs back: each goes to the tail of its queue as
+// a retry (or fails when it has used up its retries), and the worker's
+// abilities are dropped.
+func (w *Worker) Close() {
+	w.Reset()
+	for {
+		w.mu.Lock()
+		j := w.held
+		w.mu.Unlock()
+		if j == nil {
+			return
+		}
+		w.s.retry(j, w)
+	}
+}
+
+// retry takes a running job back from worker w (gone or too slow).
+func (s *Sched) retry(j *Job, w *Worker) {
+	sh := s.shardOf(j.id)
+	var wake wakeList
+	var failed []*Client
+	sh.mu.Lock()
+	if j.worker != w || j.state != stateRunning {
+		sh.mu.Unlock()
+		return
+	}
+	sh.wheel.cancel(&j.timer)
+	j.release()
+	f := j.fn
+	f.running--
+	j.retries++
+	switch {
+	case s.retries > 0 && j.retries >= s.retries:
+		failed = collect(nil, j, true)
+		sh.forget(j)
+	case !j.background && j.nlisteners == 0:
+		sh.forget(j) // nobody is waiting for it any more
+	default:
+		j.state = stateQueued
+		f.queues[j.prio].pushBack(j)
+		s.collectSleepers(f, &wake)
+	}
+	done := j.state == stateDone
+	sh.mu.Unlock()
+	if failed != nil {
+		notifyAll(failed, j.id, &Update{Kind: Fail})
+	}
+	if done {
+		s.forgetStored(j)
+	}
+	s.wakeAll(sh, f, &wake)
+}
+
+// wakeList gathers sleepers to wake once the shard lock is released.
+type wakeList struct {
+	w     [16]*Worker
+	n     int
+	total int // woken so far for this job
+}
+
+// collectSleepers pops sleeping workers of f into wl, honouring the
+// wake-up limit. Caller holds f's shard lock.
+func (s *Sched) collectSleepers(f *function, wl *wakeList) {
+	for wl.n < len(wl.w) && (s.wakeup == 0 || wl.total < s.wakeup) {
+		a := f.sleepers.head
+		if a == nil {
+			return
+		}
+		f.sleepers.remove(a)
+		if a.w.state.CompareAndSwap(asleep, woken) {
+			wl.w[wl.n] = a.w
+			wl.n++
+			wl.total++
+		}
+	}
+}
+
+// wakeAll wakes the collected workers outside the lock, going back for
+// more when the list filled up.
+func (s *Sched) wakeAll(sh *shard, f *function, wl *wakeList) {
+	for wl.n > 0 {
+		full := wl.n == len(wl.w)
+		for i := 0; i < wl.n; i++ {
+			wl.w[i].waker.Wake()
+			wl.w[i] = nil
+		}
+		wl.n = 0
+		if !full {
+			return
+		}
+		sh.mu.Lock()
+		s.collectSleepers(f, wl)
+		sh.mu.Unlock()
+	}
+}
+
+func atou32(b []byte) uint32 {
+	var n uint32
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + uint32(c-'0')
+	}
+	return n
+}
+
+// bytesString views b as a string; b must never change afterwards.
+func bytesString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
