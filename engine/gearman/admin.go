@@ -1,0 +1,258 @@
+package gearman
+
+import (
+	"bytes"
+	"os"
+	"sort"
+	"strconv"
+
+	codec "switchyard/codec/gearman"
+	"switchyard/sched"
+)
+
+// gearmand's admin error lines.
+const (
+	errUnknownCommand = "ERR UNKNOWN_COMMAND Unknown+server+command"
+	errInvalidArgs    = "ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+command+"
+	errShowArgs       = "ERR UNKNOWN_SHOW_ARGUMENTS\r\n"
+	errUnknownJob     = "ERR UNKNOWN_JOB\r\n"
+	errUnknownError   = "ERR UNKNOWN_ERROR\r\n"
+	errFuncBusy       = "ERR there are still connected workers or executing clients\r\n"
+	errFuncNotFound   = "ERR function not found\r\n"
+	replyOK           = "OK\r\n"
+)
+
+// admin answers one text command, byte for byte as gearmand 1.1.20 does:
+// listings and "OK <value>" lines end in "\n", OK/ERR lines in "\r\n".
+// It reports whether the connection should close.
+func (cn *conn) admin(p *codec.Packet) (hangup bool) {
+	w := p.Words[:p.NWords]
+	word := func(i int) []byte {
+		if i < len(w) {
+			return w[i]
+		}
+		return nil
+	}
+	is := func(b []byte, s string) bool { return len(b) == len(s) && bytes.EqualFold(b, []byte(s)) }
+	cmd := word(0)
+	switch {
+	case is(cmd, "workers"):
+		cn.out = cn.srv.appendWorkers(cn.out)
+	case is(cmd, "status"):
+		cn.out = cn.srv.appendStatus(cn.out, false)
+	case is(cmd, "prioritystatus"):
+		cn.out = cn.srv.appendStatus(cn.out, true)
+	case is(cmd, "show") && len(w) > 1:
+		switch {
+		case len(w) == 2 && is(w[1], "jobs"):
+			cn.out = cn.srv.appendJobs(cn.out, false)
+		case len(w) == 3 && is(w[1], "unique") && is(w[2], "jobs"):
+			cn.out = cn.srv.appendJobs(cn.out, true)
+		default:
+			cn.out = append(cn.out, errShowArgs...)
+		}
+	case is(cmd, "cancel") && len(w) >= 3:
+		if len(w) != 3 || !is(w[1], "job") {
+			cn.out = append(cn.out, errUnknownError...)
+			break
+		}
+		id, ok := cn.srv.handles.parse(w[2])
+		if !ok || cn.srv.sched.Cancel(id) != nil {
+			cn.out = append(cn.out, errUnknownJob...)
+			break
+		}
+		cn.out = append(cn.out, replyOK...)
+	case is(cmd, "create"):
+		if len(w) != 3 || !is(w[1], "function") {
+			cn.out = appendInvalidArgs(cn.out, "create")
+			break
+		}
+		cn.srv.sched.CreateFunc(w[2])
+		cn.out = append(cn.out, replyOK...)
+	case is(cmd, "drop"):
+		if len(w) != 3 || !is(w[1], "function") {
+			cn.out = appendInvalidArgs(cn.out, "drop")
+			break
+		}
+		switch cn.srv.sched.DropFunc(w[2]) {
+		case nil:
+			cn.out = append(cn.out, replyOK...)
+		case sched.ErrNoFunction:
+			cn.out = append(cn.out, errFuncNotFound...)
+		default:
+			cn.out = append(cn.out, errFuncBusy...)
+		}
+	case is(cmd, "maxqueue"):
+		if len(w) < 2 || len(w) > 5 {
+			cn.out = appendInvalidArgs(cn.out, "maxqueue")
+			break
+		}
+		// One number sets all three priorities; several set high, normal,
+		// low in turn. Like gearmand's atoi, junk and negatives mean 0 = unlimited.
+		var max [3]int
+		if len(w) == 3 {
+			n := atoi(w[2])
+			max = [3]int{n, n, n}
+		} else {
+			for i := 2; i < len(w); i++ {
+				max[i-2] = atoi(w[i])
+			}
+		}
+		cn.srv.sched.SetMaxQueue(w[1], max)
+		cn.out = append(cn.out, replyOK...)
+	case is(cmd, "getpid"):
+		cn.out = append(cn.out, "OK "...)
+		cn.out = strconv.AppendInt(cn.out, int64(os.Getpid()), 10)
+		cn.out = append(cn.out, '\n')
+	case is(cmd, "verbose"):
+		cn.out = append(cn.out, "OK "...)
+		cn.out = append(cn.out, cn.srv.cfg.Verbose...)
+		cn.out = append(cn.out, '\n')
+	case is(cmd, "version"):
+		cn.out = append(cn.out, "OK "...)
+		cn.out = append(cn.out, cn.srv.cfg.Version...)
+		cn.out = append(cn.out, '\n')
+	case is(cmd, "shutdown") && len(w) <= 2:
+		// gearmand 1.1.20 dropped this command; older gearmand and the
+		// protocol document have it, and init scripts use it.
+		graceful := len(w) == 2 && is(w[1], "graceful")
+		if len(w) == 2 && !graceful {
+			cn.out = append(cn.out, errUnknownError...)
+			break
+		}
+		cn.out = append(cn.out, replyOK...)
+		cn.srv.shutdown(graceful)
+	default:
+		cn.out = append(cn.out, errUnknownCommand...)
+		cn.out = append(cn.out, cmd...)
+		cn.out = append(cn.out, "\r\n"...)
+	}
+	return false
+}
+
+func appendInvalidArgs(dst []byte, cmd string) []byte {
+	dst = append(dst, errInvalidArgs...)
+	dst = append(dst, cmd...)
+	return append(dst, "\r\n"...)
+}
+
+func atoi(b []byte) int {
+	n, err := strconv.Atoi(string(b))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// appendWorkers lists every connection, newest first as gearmand does with
+// one thread: "FD IP CLIENT-ID : FUNC ...".
+func (s *Server) appendWorkers(dst []byte) []byte {
+	conns := s.snapshot()
+	var fns []string
+	for i := len(conns) - 1; i >= 0; i-- {
+		c := conns[i]
+		dst = strconv.AppendInt(dst, int64(c.fd), 10)
+		dst = append(dst, ' ')
+		dst = append(dst, c.ip...)
+		dst = append(dst, ' ')
+		if id := c.id(); id != nil {
+			dst = append(dst, id...)
+		} else {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, " :"...)
+		if w := c.workerRef(); w != nil {
+			fns = w.Abilities(fns[:0])
+			for _, f := range fns {
+				dst = append(dst, ' ')
+				dst = append(dst, f...)
+			}
+		}
+		dst = append(dst, '\n')
+	}
+	return append(dst, ".\n"...)
+}
+
+// appendStatus writes "status" (FUNC TOTAL RUNNING WORKERS) or
+// "prioritystatus" (FUNC HIGH NORMAL LOW WORKERS) in gearmand's order.
+func (s *Server) appendStatus(dst []byte, byPriority bool) []byte {
+	fs := s.sched.Funcs()
+	sort.SliceStable(fs, func(a, b int) bool {
+		ba, bb := bucket(fs[a].Name), bucket(fs[b].Name)
+		if ba != bb {
+			return ba < bb
+		}
+		return fs[a].Seq > fs[b].Seq // newest first within a bucket
+	})
+	for _, f := range fs {
+		dst = append(dst, f.Name...)
+		if byPriority {
+			for _, n := range f.Queued {
+				dst = append(dst, '\t')
+				dst = strconv.AppendInt(dst, int64(n), 10)
+			}
+		} else {
+			dst = append(dst, '\t')
+			dst = strconv.AppendInt(dst, int64(f.Total()), 10)
+			dst = append(dst, '\t')
+			dst = strconv.AppendInt(dst, int64(f.Running), 10)
+		}
+		dst = append(dst, '\t')
+		dst = strconv.AppendInt(dst, int64(f.Workers), 10)
+		dst = append(dst, '\n')
+	}
+	return append(dst, ".\n"...)
+}
+
+// appendJobs writes "show jobs" (HANDLE RETRIES IGNORED PERSISTED) or
+// "show unique jobs" (one unique per line).
+func (s *Server) appendJobs(dst []byte, unique bool) []byte {
+	jobs := s.sched.Jobs()
+	key := func(j sched.JobInfo) string {
+		if unique {
+			return j.Unique
+		}
+		return string(s.handles.append(nil, j.ID))
+	}
+	sort.SliceStable(jobs, func(a, b int) bool {
+		ba, bb := bucket(key(jobs[a])), bucket(key(jobs[b]))
+		if ba != bb {
+			return ba < bb
+		}
+		return jobs[a].ID > jobs[b].ID
+	})
+	for _, j := range jobs {
+		if unique {
+			dst = append(dst, j.Unique...)
+			dst = append(dst, '\n')
+			continue
+		}
+		dst = s.handles.append(dst, j.ID)
+		dst = append(dst, '\t')
+		dst = strconv.AppendUint(dst, uint64(j.Retries), 10)
+		dst = append(dst, "\t0\t"...)
+		dst = append(dst, boolDigit(j.Background))
+		dst = append(dst, '\n')
+	}
+	return append(dst, ".\n"...)
+}
+
+// bucket is where gearmand's 991-bucket hash table puts a name (Jenkins'
+// one-at-a-time hash over signed chars); its listings follow bucket order,
+// and scripts that diff admin output expect the same order from us.
+func bucket(name string) uint32 {
+	var v int32
+	for i := 0; i < len(name); i++ {
+		v += int32(int8(name[i]))
+		v += v << 10
+		v ^= v >> 6
+	}
+	v += v << 3
+	v ^= v >> 11
+	v += v << 15
+	u := uint32(v)
+	if u == 0 {
+		u = 1
+	}
+	return u % 991
+}

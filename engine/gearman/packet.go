@@ -1,0 +1,285 @@
+package gearman
+
+import (
+	"time"
+
+	codec "switchyard/codec/gearman"
+	"switchyard/sched"
+)
+
+// gearmand's error replies, code and text.
+const (
+	errInvalidMagic   = "INVALID_MAGIC"
+	errInvalidCommand = "INVALID_COMMAND"
+	errUnknownOption  = "UNKNOWN_OPTION"
+	errJobNotFound    = "JOB_NOT_FOUND"
+	errTooLarge       = "ARGUMENT_TOO_LARGE"
+	errQueue          = "QUEUE_ERROR"
+
+	textInvalidMagic   = "Request magic expected"
+	textInvalidCommand = "Command not expected"
+	textUnknownOption  = "Server does not recognize given option"
+	textUniqueTooLarge = "Unique value too large"
+	textQueueFull      = "Job queue is full"
+)
+
+// gearmand words JOB_NOT_FOUND differently for each work packet.
+var jobNotFoundText = [...]string{
+	sched.Data:      "Job does not exist on server",
+	sched.Warning:   "Job does not exist on server",
+	sched.Status:    "Job given in work result not found",
+	sched.Complete:  "Job given in work result not found",
+	sched.Fail:      "Job given in work result not found",
+	sched.Exception: "An exception was received for a job that does not exist",
+}
+
+// packet acts on one binary packet, appending any reply to cn.out.
+func (cn *conn) packet(p *codec.Packet) {
+	if p.Magic != codec.Req {
+		cn.out = codec.AppendError(cn.out, errInvalidMagic, textInvalidMagic)
+		return
+	}
+	switch p.Type {
+	case codec.SubmitJob:
+		cn.submit(p, sched.Normal, false)
+	case codec.SubmitJobBg:
+		cn.submit(p, sched.Normal, true)
+	case codec.SubmitJobHigh:
+		cn.submit(p, sched.High, false)
+	case codec.SubmitJobHighBg:
+		cn.submit(p, sched.High, true)
+	case codec.SubmitJobLow:
+		cn.submit(p, sched.Low, false)
+	case codec.SubmitJobLowBg:
+		cn.submit(p, sched.Low, true)
+	case codec.SubmitJobEpoch, codec.SubmitReduceJob, codec.SubmitReduceJobBackground:
+		cn.submit(p, sched.Normal, p.Type != codec.SubmitReduceJob)
+
+	case codec.GetStatus:
+		cn.getStatus(p.Arg(0))
+	case codec.GetStatusUnique:
+		cn.getStatusUnique(p.Arg(0))
+	case codec.EchoReq:
+		cn.out = codec.AppendPacket(cn.out, codec.Res, codec.EchoRes, p.Arg(0))
+	case codec.OptionReq:
+		if string(p.Arg(0)) != "exceptions" {
+			cn.out = codec.AppendError(cn.out, errUnknownOption, textUnknownOption)
+			return
+		}
+		cn.exceptions.Store(true)
+		cn.out = codec.AppendPacket(cn.out, codec.Res, codec.OptionRes, p.Arg(0))
+	case codec.SetClientID:
+		id := append([]byte(nil), p.Arg(0)...)
+		cn.mu.Lock()
+		cn.clientID = id
+		cn.mu.Unlock()
+
+	case codec.CanDo:
+		cn.asWorker().CanDo(p.Arg(0), 0)
+	case codec.CanDoTimeout:
+		cn.asWorker().CanDo(p.Arg(0), canDoTimeout(p.Arg(1)))
+	case codec.CantDo:
+		cn.asWorker().CantDo(p.Arg(0))
+	case codec.ResetAbilities:
+		cn.asWorker().Reset()
+	case codec.PreSleep:
+		if cn.asWorker().Sleep() {
+			cn.out = appendNoop(cn.out)
+		}
+	case codec.GrabJob, codec.GrabJobUniq, codec.GrabJobAll:
+		cn.grab(p.Type)
+	case codec.WorkData:
+		cn.update(p, sched.Data)
+	case codec.WorkWarning:
+		cn.update(p, sched.Warning)
+	case codec.WorkStatus:
+		cn.update(p, sched.Status)
+	case codec.WorkComplete:
+		cn.update(p, sched.Complete)
+	case codec.WorkFail:
+		cn.update(p, sched.Fail)
+	case codec.WorkException:
+		cn.update(p, sched.Exception)
+
+	default:
+		// Responses, SUBMIT_JOB_SCHED, ALL_YOURS and unknown types.
+		cn.out = codec.AppendError(cn.out, errInvalidCommand, textInvalidCommand)
+	}
+}
+
+func (cn *conn) asWorker() *sched.Worker {
+	if cn.worker == nil {
+		w := cn.srv.sched.NewWorker(cn)
+		cn.mu.Lock()
+		cn.worker = w
+		cn.mu.Unlock()
+	}
+	return cn.worker
+}
+
+// canDoTimeout reads CAN_DO_TIMEOUT's value: milliseconds, at least a second.
+func canDoTimeout(b []byte) time.Duration {
+	var ms int64
+	for _, c := range b {
+		if c < '0' || c > '9' || ms > 1<<40 {
+			break
+		}
+		ms = ms*10 + int64(c-'0')
+	}
+	if ms == 0 {
+		return 0
+	}
+	if ms < 1000 {
+		ms = 1000
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
+	req := sched.SubmitReq{Func: p.Arg(0), Unique: p.Arg(1), Priority: prio, Background: bg}
+	switch p.Type {
+	case codec.SubmitJobEpoch:
+		req.When = parseInt(p.Arg(2))
+		req.Payload = p.Arg(3)
+	case codec.SubmitReduceJob, codec.SubmitReduceJobBackground:
+		req.Reducer = p.Arg(2)
+		req.Payload = p.Arg(4)
+	default:
+		req.Payload = p.Arg(2)
+	}
+	if len(req.Unique) > codec.MaxUniqueSize {
+		cn.out = codec.AppendError(cn.out, errTooLarge, textUniqueTooLarge)
+		return
+	}
+	if string(req.Unique) == "-" {
+		req.CoalesceOnPayload = true
+	}
+	if cn.client == nil {
+		cn.client = cn.srv.sched.NewClient(cn)
+	}
+	id, err := cn.client.Submit(&req)
+	switch err {
+	case nil:
+	case sched.ErrQueueFull:
+		cn.out = codec.AppendError(cn.out, errQueue, textQueueFull)
+		return
+	default:
+		cn.out = codec.AppendError(cn.out, errQueue, err.Error())
+		return
+	}
+	var start int
+	cn.out, start = codec.Begin(cn.out, codec.Res, codec.JobCreated)
+	cn.out = cn.srv.handles.append(cn.out, id)
+	cn.out = codec.End(cn.out, start)
+}
+
+func parseInt(b []byte) int64 {
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' || n > 1<<50 {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+func (cn *conn) getStatus(handle []byte) {
+	var st sched.JobStatus
+	if id, ok := cn.srv.handles.parse(handle); ok {
+		st = cn.srv.sched.Status(id)
+	}
+	var start int
+	cn.out, start = codec.Begin(cn.out, codec.Res, codec.StatusRes)
+	cn.out = append(cn.out, handle...)
+	cn.out = appendStatus(cn.out, st)
+	cn.out = codec.End(cn.out, start)
+}
+
+func (cn *conn) getStatusUnique(unique []byte) {
+	st := cn.srv.sched.StatusUnique(unique)
+	var start int
+	cn.out, start = codec.Begin(cn.out, codec.Res, codec.StatusResUnique)
+	cn.out = append(cn.out, unique...)
+	cn.out = appendStatus(cn.out, st)
+	cn.out = append(cn.out, 0)
+	cn.out = appendUint(cn.out, uint64(st.Clients))
+	cn.out = codec.End(cn.out, start)
+}
+
+// appendStatus appends "\0known\0running\0num\0den".
+func appendStatus(dst []byte, st sched.JobStatus) []byte {
+	dst = append(dst, 0, boolDigit(st.Known), 0, boolDigit(st.Running), 0)
+	dst = appendUint(dst, uint64(st.Num))
+	dst = append(dst, 0)
+	return appendUint(dst, uint64(st.Den))
+}
+
+func boolDigit(b bool) byte {
+	if b {
+		return '1'
+	}
+	return '0'
+}
+
+func appendUint(dst []byte, n uint64) []byte {
+	if n < 10 {
+		return append(dst, byte('0'+n))
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(dst, b[i:]...)
+}
+
+func (cn *conn) grab(t codec.Type) {
+	j := cn.asWorker().Grab()
+	if j == nil {
+		cn.out = codec.AppendHeader(cn.out, codec.Res, codec.NoJob, 0)
+		return
+	}
+	reply := codec.JobAssign
+	switch t {
+	case codec.GrabJobUniq:
+		reply = codec.JobAssignUniq
+	case codec.GrabJobAll:
+		reply = codec.JobAssignAll
+	}
+	var start int
+	cn.out, start = codec.Begin(cn.out, codec.Res, reply)
+	cn.out = cn.srv.handles.append(cn.out, j.ID())
+	cn.out = append(cn.out, 0)
+	cn.out = append(cn.out, j.Func()...)
+	cn.out = append(cn.out, 0)
+	if reply != codec.JobAssign {
+		cn.out = append(cn.out, j.Unique()...)
+		cn.out = append(cn.out, 0)
+	}
+	if reply == codec.JobAssignAll {
+		cn.out = append(cn.out, j.Reducer()...)
+		cn.out = append(cn.out, 0)
+	}
+	cn.out = append(cn.out, j.Payload()...)
+	cn.out = codec.End(cn.out, start)
+}
+
+func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
+	u := &cn.upd // a field, so the hot path does not allocate one per packet
+	*u = sched.Update{Kind: kind}
+	switch kind {
+	case sched.Status:
+		u.Data, u.Den = p.Arg(1), p.Arg(2)
+	case sched.Fail:
+	default:
+		u.Data = p.Arg(1)
+	}
+	id, ok := cn.srv.handles.parse(p.Arg(0))
+	if !ok || cn.worker == nil || cn.worker.Update(id, u) != nil {
+		cn.out = codec.AppendError(cn.out, errJobNotFound, jobNotFoundText[kind])
+	}
+	*u = sched.Update{}
+}

@@ -1,0 +1,234 @@
+// Package gearman serves the Gearman protocol, binary and text admin, on
+// gnet event loops, translating packets into calls on the shared scheduler.
+package gearman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"go.uber.org/zap"
+
+	codec "switchyard/codec/gearman"
+	"switchyard/sched"
+)
+
+// Config is the Gearman listener's configuration; main fills it from
+// gearmand-compatible flags.
+type Config struct {
+	// Addrs are gnet addresses, e.g. "tcp://127.0.0.1:4730".
+	Addrs []string
+	// Loops is the number of event loops; 0 = one per CPU.
+	Loops int
+	// HandlePrefix replaces "H:<hostname>" in job handles.
+	HandlePrefix string
+	// Exceptions makes every connection receive WORK_EXCEPTION (--exceptions).
+	Exceptions bool
+	// MaxPacket bounds a packet's body; 0 = codec.DefaultMaxPacket.
+	MaxPacket int
+	// MaxOutbound closes a connection whose unread replies exceed it; 0 = 256 MiB.
+	MaxOutbound int
+	// Keepalive enables TCP keepalive with the given idle time, interval and count
+	// (zero values leave the system defaults).
+	Keepalive                  bool
+	KeepaliveIdle              time.Duration
+	KeepaliveInterval          time.Duration
+	KeepaliveCount             int
+	// Version is what the "version" admin command reports.
+	Version string
+	// Verbose is what the "verbose" admin command reports (gearmand level name).
+	Verbose string
+	// Shutdown is called (once, on its own goroutine) when an admin sends
+	// "shutdown"; graceful asks to let connections finish.
+	Shutdown func(graceful bool)
+}
+
+// Server is a running Gearman frontend.
+type Server struct {
+	gnet.BuiltinEventEngine
+	cfg     Config
+	sched   *sched.Sched
+	log     *zap.Logger
+	handles handles
+
+	eng      gnet.Engine
+	booted   chan struct{}
+	done     chan error
+	shutOnce sync.Once
+
+	mu    sync.Mutex // guards conns
+	conns map[*conn]struct{}
+	open  atomic.Int64
+}
+
+// New prepares a server; Start binds and runs it.
+func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
+	if cfg.HandlePrefix == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		cfg.HandlePrefix = "H:" + host
+	}
+	if cfg.MaxPacket <= 0 {
+		cfg.MaxPacket = codec.DefaultMaxPacket
+	}
+	if cfg.MaxOutbound <= 0 {
+		cfg.MaxOutbound = 256 << 20
+	}
+	if cfg.Loops <= 0 {
+		cfg.Loops = runtime.NumCPU()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "unknown"
+	}
+	if cfg.Verbose == "" {
+		cfg.Verbose = "ERROR"
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Server{
+		cfg:     cfg,
+		sched:   s,
+		log:     log,
+		handles: newHandles(cfg.HandlePrefix),
+		booted:  make(chan struct{}),
+		done:    make(chan error, 1),
+		conns:   make(map[*conn]struct{}),
+	}
+}
+
+// Start binds every address and returns once the event loops accept
+// connections, or with the error that stopped them.
+func (s *Server) Start() error {
+	opts := []gnet.Option{
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(s.cfg.Loops),
+		gnet.WithReuseAddr(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log.Sugar()}),
+	}
+	if s.cfg.Keepalive {
+		idle := s.cfg.KeepaliveIdle
+		if idle <= 0 {
+			idle = 2 * time.Hour // the Linux default
+		}
+		opts = append(opts, gnet.WithTCPKeepAlive(idle))
+		if s.cfg.KeepaliveInterval > 0 {
+			opts = append(opts, gnet.WithTCPKeepInterval(s.cfg.KeepaliveInterval))
+		}
+		if s.cfg.KeepaliveCount > 0 {
+			opts = append(opts, gnet.WithTCPKeepCount(s.cfg.KeepaliveCount))
+		}
+	}
+	go func() { s.done <- gnet.Rotate(s, s.cfg.Addrs, opts...) }()
+	select {
+	case <-s.booted:
+		return nil
+	case err := <-s.done:
+		if err == nil {
+			err = errors.New("gearman: engine stopped before it started")
+		}
+		return fmt.Errorf("gearman: listen on %v: %w", s.cfg.Addrs, err)
+	}
+}
+
+// Stop closes the listeners and every connection.
+func (s *Server) Stop(ctx context.Context) error {
+	var err error
+	s.shutOnce.Do(func() {
+		err = s.eng.Stop(ctx)
+		<-s.done
+	})
+	return err
+}
+
+// Conns is the number of open connections.
+func (s *Server) Conns() int { return int(s.open.Load()) }
+
+// OnBoot implements gnet.EventHandler.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	close(s.booted)
+	return gnet.None
+}
+
+// OnOpen implements gnet.EventHandler.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	cn := &conn{srv: s, c: c, fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
+	cn.exceptions.Store(s.cfg.Exceptions)
+	c.SetContext(cn)
+	s.mu.Lock()
+	s.conns[cn] = struct{}{}
+	s.mu.Unlock()
+	s.open.Add(1)
+	return nil, gnet.None
+}
+
+// OnClose implements gnet.EventHandler.
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	cn, _ := c.Context().(*conn)
+	if cn == nil {
+		return gnet.None
+	}
+	s.mu.Lock()
+	delete(s.conns, cn)
+	s.mu.Unlock()
+	s.open.Add(-1)
+	cn.close()
+	return gnet.None
+}
+
+// OnTraffic implements gnet.EventHandler: parse every complete packet in
+// the inbound buffer, act on each, then write all replies at once.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	cn := c.Context().(*conn)
+	return cn.traffic()
+}
+
+// snapshot returns the open connections ordered by fd, for "workers".
+func (s *Server) snapshot() []*conn {
+	s.mu.Lock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].fd < out[j].fd })
+	return out
+}
+
+func (s *Server) shutdown(graceful bool) {
+	if s.cfg.Shutdown != nil {
+		go s.cfg.Shutdown(graceful)
+	}
+}
+
+func remoteIP(a net.Addr) string {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.String()
+	case nil:
+		return "-"
+	default:
+		return a.String()
+	}
+}
+
+// gnetLogger routes gnet's own logging into zap.
+type gnetLogger struct{ l *zap.SugaredLogger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debugf(f, a...) }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debugf(f, a...) }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warnf(f, a...) }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Errorf(f, a...) }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Fatalf(f, a...) }

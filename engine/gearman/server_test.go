@@ -1,0 +1,558 @@
+package gearman
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	codec "switchyard/codec/gearman"
+	"switchyard/sched"
+)
+
+// startServer runs a real server on a free 127.0.0.1 port.
+func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) {
+	t.Helper()
+	s := sched.New(scfg)
+	t.Cleanup(s.Close)
+	if cfg.HandlePrefix == "" {
+		cfg.HandlePrefix = "H:lap"
+	}
+	if cfg.Loops == 0 {
+		cfg.Loops = 2
+	}
+	cfg.Version = "0.0.0-test"
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		c := cfg
+		c.Addrs = []string{"tcp://" + addr}
+		srv := New(c, s, nil)
+		if lastErr = srv.Start(); lastErr == nil {
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				srv.Stop(ctx)
+			})
+			return addr, srv
+		}
+	}
+	t.Fatalf("start: %v", lastErr)
+	return "", nil
+}
+
+// peer is a raw protocol connection with a read deadline on every read.
+type peer struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *peer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &peer{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+func req(t codec.Type, args ...string) []byte {
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = []byte(a)
+	}
+	return codec.AppendPacket(nil, codec.Req, t, bs...)
+}
+
+func res(t codec.Type, args ...string) []byte {
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = []byte(a)
+	}
+	return codec.AppendPacket(nil, codec.Res, t, bs...)
+}
+
+func (p *peer) send(b ...[]byte) {
+	p.t.Helper()
+	if _, err := p.c.Write(bytes.Join(b, nil)); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// packet reads one binary packet and returns its raw bytes.
+func (p *peer) packet() []byte {
+	p.t.Helper()
+	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr := make([]byte, 12)
+	if _, err := io.ReadFull(p.r, hdr); err != nil {
+		p.t.Fatalf("reading header: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[8:]))
+	if _, err := io.ReadFull(p.r, body); err != nil {
+		p.t.Fatalf("reading body: %v", err)
+	}
+	return append(hdr, body...)
+}
+
+func (p *peer) expect(want []byte) {
+	p.t.Helper()
+	if got := p.packet(); !bytes.Equal(got, want) {
+		p.t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+// handle reads a JOB_CREATED and returns its handle.
+func (p *peer) handle() string {
+	p.t.Helper()
+	got := p.packet()
+	if binary.BigEndian.Uint32(got[4:]) != uint32(codec.JobCreated) {
+		p.t.Fatalf("want JOB_CREATED, got %q", got)
+	}
+	return string(got[12:])
+}
+
+// line reads text up to and including "\n".
+func (p *peer) line() string {
+	p.t.Helper()
+	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	s, err := p.r.ReadString('\n')
+	if err != nil {
+		p.t.Fatalf("reading line: %v (got %q)", err, s)
+	}
+	return s
+}
+
+// listing reads admin lines through the closing ".\n".
+func (p *peer) listing() string {
+	p.t.Helper()
+	var b strings.Builder
+	for {
+		l := p.line()
+		b.WriteString(l)
+		if l == ".\n" {
+			return b.String()
+		}
+	}
+}
+
+// closed asserts the server hung up.
+func (p *peer) closed() {
+	p.t.Helper()
+	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := p.r.ReadByte(); err != io.EOF {
+		p.t.Fatalf("connection still open: %q %v", b, err)
+	}
+}
+
+// TestSpecExample replays the byte-exact walkthrough of the protocol document.
+func TestSpecExample(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	w := dial(t, addr)
+	w.send([]byte("\x00REQ\x00\x00\x00\x01\x00\x00\x00\x07reverse"))
+	w.send([]byte("\x00REQ\x00\x00\x00\x09\x00\x00\x00\x00"))
+	w.expect([]byte("\x00RES\x00\x00\x00\x0a\x00\x00\x00\x00"))
+	w.send([]byte("\x00REQ\x00\x00\x00\x04\x00\x00\x00\x00"))
+	// PRE_SLEEP has no reply; ECHO proves the server has processed it.
+	w.send(req(codec.EchoReq, "sync"))
+	w.expect(res(codec.EchoRes, "sync"))
+
+	c := dial(t, addr)
+	c.send([]byte("\x00REQ\x00\x00\x00\x07\x00\x00\x00\x0dreverse\x00\x00test"))
+	h := c.handle()
+	if !strings.HasPrefix(h, "H:lap:") {
+		t.Fatalf("handle %q", h)
+	}
+	w.expect([]byte("\x00RES\x00\x00\x00\x06\x00\x00\x00\x00"))
+	w.send([]byte("\x00REQ\x00\x00\x00\x09\x00\x00\x00\x00"))
+	w.expect(res(codec.JobAssign, h, "reverse", "test"))
+	w.send(req(codec.WorkComplete, h, "tset"))
+	c.expect(res(codec.WorkComplete, h, "tset"))
+}
+
+// TestBadInput checks each refusal against the bytes gearmand 1.1.20 sends,
+// and that the connection (or at least the server) keeps serving.
+func TestBadInput(t *testing.T) {
+	long := strings.Repeat("u", 65)
+	tests := []struct {
+		name   string
+		send   []byte
+		want   []byte
+		closes bool
+	}{
+		{"request magic RES", codec.AppendPacket(nil, codec.Res, codec.EchoReq, []byte("x")),
+			[]byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x24INVALID_MAGIC\x00Request magic expected"), false},
+		{"unused type 5", req(5, "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x24INVALID_COMMAND\x00Command not expected"), false},
+		{"unknown type 99", req(99, "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x24INVALID_COMMAND\x00Command not expected"), false},
+		{"response as request", req(codec.Noop), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x24INVALID_COMMAND\x00Command not expected"), false},
+		{"SUBMIT_JOB_SCHED", req(codec.SubmitJobSched, "f", "", "1", "2", "3", "4", "5", "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x24INVALID_COMMAND\x00Command not expected"), false},
+		{"ALL_YOURS", req(codec.AllYours), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x24INVALID_COMMAND\x00Command not expected"), false},
+		{"unknown option", req(codec.OptionReq, "foo"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x35UNKNOWN_OPTION\x00Server does not recognize given option"), false},
+		{"complete unknown handle", req(codec.WorkComplete, "H:lap:999", "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x30JOB_NOT_FOUND\x00Job given in work result not found"), false},
+		{"status unknown handle", req(codec.WorkStatus, "H:lap:999", "1", "2"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x30JOB_NOT_FOUND\x00Job given in work result not found"), false},
+		{"fail unknown handle", req(codec.WorkFail, "nonsense"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x30JOB_NOT_FOUND\x00Job given in work result not found"), false},
+		{"data unknown handle", req(codec.WorkData, "H:lap:999", "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x2aJOB_NOT_FOUND\x00Job does not exist on server"), false},
+		{"warning unknown handle", req(codec.WorkWarning, "H:lap:999", "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x2aJOB_NOT_FOUND\x00Job does not exist on server"), false},
+		{"exception unknown handle", req(codec.WorkException, "H:lap:999", "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x45JOB_NOT_FOUND\x00An exception was received for a job that does not exist"), false},
+		{"unique too large", req(codec.SubmitJob, "f", long, "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x29ARGUMENT_TOO_LARGE\x00Unique value too large"), false},
+		{"unique too large bg", req(codec.SubmitJobBg, "f", long, "x"), []byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x29ARGUMENT_TOO_LARGE\x00Unique value too large"), false},
+		{"truncated arguments", []byte("\x00REQ\x00\x00\x00\x07\x00\x00\x00\x02fn"), codec.AppendError(nil, "INVALID_PACKET", "Packet is missing arguments"), false},
+		{"garbage magic", []byte("\x00XYZ\x00\x00\x00\x10\x00\x00\x00\x00"), codec.AppendError(nil, "INVALID_MAGIC", "Request magic expected"), true},
+		{"oversized packet", []byte("\x00REQ\x00\x00\x00\x10\x7f\xff\xff\xff"), codec.AppendError(nil, "ARGUMENT_TOO_LARGE", "Packet exceeds the maximum packet size"), true},
+	}
+	addr, _ := startServer(t, Config{MaxPacket: 1 << 20}, sched.Config{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := dial(t, addr)
+			p.send(tt.send)
+			p.expect(tt.want)
+			if tt.closes {
+				p.closed()
+			} else {
+				p.send(req(codec.EchoReq, "still here"))
+				p.expect(res(codec.EchoRes, "still here"))
+			}
+			// Everyone else is still served.
+			q := dial(t, addr)
+			q.send(req(codec.EchoReq, "ok"))
+			q.expect(res(codec.EchoRes, "ok"))
+		})
+	}
+}
+
+func TestUnique64Accepted(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJobBg, "f", strings.Repeat("u", 64), "x"))
+	c.handle()
+}
+
+func TestEchoOptionAndStatus(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.EchoReq, ""), req(codec.EchoReq, "a\x00b"), req(codec.OptionReq, "exceptions"))
+	c.expect(res(codec.EchoRes, ""))
+	c.expect(res(codec.EchoRes, "a\x00b"))
+	c.expect(res(codec.OptionRes, "exceptions"))
+
+	c.send(req(codec.GetStatus, "H:lap:12345"))
+	c.expect(res(codec.StatusRes, "H:lap:12345", "0", "0", "0", "0"))
+	c.send(req(codec.GetStatusUnique, "nope"))
+	c.expect(res(codec.StatusResUnique, "nope", "0", "0", "0", "0", "0"))
+
+	c.send(req(codec.SubmitJob, "f", "u1", "x"))
+	h := c.handle()
+	c.send(req(codec.GetStatus, h))
+	c.expect(res(codec.StatusRes, h, "1", "0", "0", "0"))
+	c.send(req(codec.GetStatusUnique, "u1"))
+	c.expect(res(codec.StatusResUnique, "u1", "1", "0", "0", "0", "1"))
+
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.GrabJobUniq))
+	w.expect(res(codec.JobAssignUniq, h, "f", "u1", "x"))
+	w.send(req(codec.WorkStatus, h, "3", "10"))
+	c.expect(res(codec.WorkStatus, h, "3", "10"))
+	c.send(req(codec.GetStatus, h))
+	c.expect(res(codec.StatusRes, h, "1", "1", "3", "10"))
+	w.send(req(codec.WorkData, h, "d"), req(codec.WorkWarning, h, "w"), req(codec.WorkComplete, h, "r"))
+	c.expect(res(codec.WorkData, h, "d"))
+	c.expect(res(codec.WorkWarning, h, "w"))
+	c.expect(res(codec.WorkComplete, h, "r"))
+	c.send(req(codec.GetStatus, h))
+	c.expect(res(codec.StatusRes, h, "0", "0", "0", "0"))
+}
+
+// TestPipelinedAndSplit sends many packets in one write, then one packet a
+// byte at a time: replies are complete and in order either way.
+func TestPipelinedAndSplit(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	var batch [][]byte
+	for i := 0; i < 200; i++ {
+		batch = append(batch, req(codec.EchoReq, fmt.Sprint(i)))
+	}
+	c.send(batch...)
+	for i := 0; i < 200; i++ {
+		c.expect(res(codec.EchoRes, fmt.Sprint(i)))
+	}
+	for _, b := range req(codec.EchoReq, "slowly") {
+		c.send([]byte{b})
+	}
+	c.expect(res(codec.EchoRes, "slowly"))
+	// Text and binary mixed on one connection.
+	c.send([]byte("version\n"), req(codec.EchoReq, "hi"))
+	if l := c.line(); l != "OK 0.0.0-test\n" {
+		t.Fatalf("version %q", l)
+	}
+	c.expect(res(codec.EchoRes, "hi"))
+}
+
+// TestInterleavedResults: one client connection with many jobs in flight
+// gets every result, whatever order the workers finish in.
+func TestInterleavedResults(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	const n = 50
+	var batch [][]byte
+	for i := 0; i < n; i++ {
+		batch = append(batch, req(codec.SubmitJob, "f", "", fmt.Sprint(i)))
+	}
+	c.send(batch...)
+	handles := make([]string, n)
+	for i := range handles {
+		handles[i] = c.handle()
+	}
+	w1, w2 := dial(t, addr), dial(t, addr)
+	w1.send(req(codec.CanDo, "f"))
+	w2.send(req(codec.CanDo, "f"))
+	type held struct {
+		w      *peer
+		handle string
+	}
+	var running []held
+	for i := 0; i < n; i++ {
+		w := []*peer{w1, w2}[i%2]
+		w.send(req(codec.GrabJob))
+		a := w.packet()
+		h := string(a[12 : 12+bytes.IndexByte(a[12:], 0)])
+		running = append(running, held{w, h})
+	}
+	// Finish in reverse order.
+	want := map[string]bool{}
+	for i := len(running) - 1; i >= 0; i-- {
+		running[i].w.send(req(codec.WorkComplete, running[i].handle, "r"+running[i].handle))
+		want[string(res(codec.WorkComplete, running[i].handle, "r"+running[i].handle))] = true
+	}
+	for i := 0; i < n; i++ {
+		got := string(c.packet())
+		if !want[got] {
+			t.Fatalf("unexpected or duplicate %q", got)
+		}
+		delete(want, got)
+	}
+}
+
+func TestPriorities(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJobLowBg, "f", "", "low"), req(codec.SubmitJobBg, "f", "", "normal"), req(codec.SubmitJobHighBg, "f", "", "high"))
+	hl, hn, hh := c.handle(), c.handle(), c.handle()
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.GrabJob), req(codec.GrabJob), req(codec.GrabJob), req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, hh, "f", "high"))
+	w.expect(res(codec.JobAssign, hn, "f", "normal"))
+	w.expect(res(codec.JobAssign, hl, "f", "low"))
+	w.expect(res(codec.NoJob))
+}
+
+func TestCoalescingOverTheWire(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c1, c2 := dial(t, addr), dial(t, addr)
+	c1.send(req(codec.SubmitJob, "f", "same", "first"))
+	h := c1.handle()
+	c2.send(req(codec.SubmitJob, "f", "same", "second"))
+	if h2 := c2.handle(); h2 != h {
+		t.Fatalf("not coalesced: %s vs %s", h, h2)
+	}
+	c2.send(req(codec.SubmitJob, "f", "-", "payload"), req(codec.SubmitJob, "f", "-", "payload"), req(codec.SubmitJob, "f", "", "payload"))
+	d1, d2, d3 := c2.handle(), c2.handle(), c2.handle()
+	if d1 != d2 || d1 == d3 {
+		t.Fatalf(`"-" coalescing: %s %s %s`, d1, d2, d3)
+	}
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, h, "f", "first"))
+	w.send(req(codec.WorkComplete, h, "done"))
+	c1.expect(res(codec.WorkComplete, h, "done"))
+	c2.expect(res(codec.WorkComplete, h, "done"))
+}
+
+func TestExceptions(t *testing.T) {
+	for _, global := range []bool{false, true} {
+		t.Run(fmt.Sprint("--exceptions=", global), func(t *testing.T) {
+			addr, _ := startServer(t, Config{Exceptions: global}, sched.Config{})
+			plain, asked := dial(t, addr), dial(t, addr)
+			asked.send(req(codec.OptionReq, "exceptions"))
+			asked.expect(res(codec.OptionRes, "exceptions"))
+			plain.send(req(codec.SubmitJob, "f", "u", "x"))
+			h := plain.handle()
+			asked.send(req(codec.SubmitJob, "f", "u", "x"))
+			asked.handle()
+			w := dial(t, addr)
+			w.send(req(codec.CanDo, "f"), req(codec.GrabJob))
+			w.packet()
+			w.send(req(codec.WorkException, h, "boom"))
+			asked.expect(res(codec.WorkException, h, "boom"))
+			if global {
+				plain.expect(res(codec.WorkException, h, "boom"))
+			} else {
+				plain.expect(res(codec.WorkFail, h))
+			}
+		})
+	}
+}
+
+func TestSleepWakeAndImmediateNoop(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{WorkerWakeup: 1})
+	w1, w2 := dial(t, addr), dial(t, addr)
+	for _, w := range []*peer{w1, w2} {
+		w.send(req(codec.CanDo, "f"), req(codec.PreSleep), req(codec.EchoReq, "s"))
+		w.expect(res(codec.EchoRes, "s"))
+	}
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJobBg, "f", "", "x"))
+	c.handle()
+	// -w 1: exactly one of the two sleepers gets a NOOP. The NOOP is queued
+	// before JOB_CREATED is written, so an ECHO after it tells the two apart.
+	woken := 0
+	for _, w := range []*peer{w1, w2} {
+		w.send(req(codec.EchoReq, "s"))
+		got := w.packet()
+		if bytes.Equal(got, res(codec.Noop)) {
+			woken++
+			got = w.packet()
+		}
+		if !bytes.Equal(got, res(codec.EchoRes, "s")) {
+			t.Fatalf("got %q", got)
+		}
+	}
+	if woken != 1 {
+		t.Fatalf("%d sleepers woken with -w 1", woken)
+	}
+	// A worker that goes to sleep while work waits is answered at once.
+	w3 := dial(t, addr)
+	w3.send(req(codec.CanDo, "f"), req(codec.PreSleep))
+	w3.expect(res(codec.Noop))
+}
+
+func TestWorkerDisconnectRequeues(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJob, "f", "", "payload"))
+	h := c.handle()
+	w1 := dial(t, addr)
+	w1.send(req(codec.CanDo, "f"), req(codec.GrabJob))
+	w1.expect(res(codec.JobAssign, h, "f", "payload"))
+	w2 := dial(t, addr)
+	w2.send(req(codec.CanDo, "f"), req(codec.PreSleep), req(codec.EchoReq, "s"))
+	w2.expect(res(codec.EchoRes, "s"))
+	w1.c.Close()
+	w2.expect(res(codec.Noop))
+	w2.send(req(codec.GrabJob))
+	w2.expect(res(codec.JobAssign, h, "f", "payload"))
+	w2.send(req(codec.WorkComplete, h, "ok"))
+	c.expect(res(codec.WorkComplete, h, "ok"))
+}
+
+func TestJobRetriesFail(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{JobRetries: 1})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJob, "f", "", "x"))
+	h := c.handle()
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.GrabJob))
+	w.packet()
+	w.c.Close()
+	c.expect(res(codec.WorkFail, h))
+}
+
+func TestQueueFull(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send([]byte("create function mq\r\nmaxqueue mq 1 2 3\r\n"))
+	if l := c.line() + c.line(); l != "OK\r\nOK\r\n" {
+		t.Fatalf("%q", l)
+	}
+	c.send(req(codec.SubmitJobBg, "mq", "", "1"))
+	c.handle()
+	c.send(req(codec.SubmitJobHighBg, "mq", "", "2"))
+	c.expect([]byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x1dQUEUE_ERROR\x00Job queue is full"))
+	c.send(req(codec.SubmitJobBg, "mq", "", "3"), req(codec.SubmitJobLowBg, "mq", "", "4"))
+	c.handle()
+	c.handle()
+	c.send(req(codec.SubmitJobLow, "mq", "", "5"))
+	c.expect([]byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x1dQUEUE_ERROR\x00Job queue is full"))
+}
+
+func TestReduceAndGrabAll(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitReduceJobBackground, "f", "u", "red", "", "data"))
+	h := c.handle()
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.GrabJobAll))
+	w.expect(res(codec.JobAssignAll, h, "f", "u", "red", "data"))
+}
+
+func TestEpochJobRunsWhenDue(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{Tick: time.Millisecond})
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.PreSleep), req(codec.EchoReq, "s"))
+	w.expect(res(codec.EchoRes, "s"))
+	c := dial(t, addr)
+	due := time.Now().Add(time.Second).Unix() + 1
+	c.send(req(codec.SubmitJobEpoch, "f", "", fmt.Sprint(due), "later"))
+	h := c.handle()
+	w.expect(res(codec.Noop)) // woken when it comes due
+	if now := time.Now().Unix(); now < due {
+		t.Fatalf("woken at %d before the epoch %d", now, due)
+	}
+	w.send(req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, h, "f", "later"))
+}
+
+func TestCanDoTimeoutRequeues(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{Tick: time.Millisecond})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJob, "f", "", "x"))
+	h := c.handle()
+	slow := dial(t, addr)
+	slow.send(req(codec.CanDoTimeout, "f", "1000"), req(codec.GrabJob))
+	slow.expect(res(codec.JobAssign, h, "f", "x"))
+	fast := dial(t, addr)
+	fast.send(req(codec.CanDo, "f"), req(codec.PreSleep), req(codec.EchoReq, "s"))
+	fast.expect(res(codec.EchoRes, "s"))
+	fast.expect(res(codec.Noop)) // the timeout put the job back
+	fast.send(req(codec.GrabJob))
+	fast.expect(res(codec.JobAssign, h, "f", "x"))
+	slow.send(req(codec.WorkComplete, h, "late"))
+	slow.expect([]byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x30JOB_NOT_FOUND\x00Job given in work result not found"))
+	fast.send(req(codec.WorkComplete, h, "ok"))
+	c.expect(res(codec.WorkComplete, h, "ok"))
+}
+
+func TestClientGoneDropsQueuedJob(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJob, "f", "", "fg"), req(codec.SubmitJobBg, "f", "", "bg"))
+	c.handle()
+	hb := c.handle()
+	c.c.Close()
+	a := dial(t, addr)
+	// Wait until the server has seen the close: the queued foreground job leaves.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a.send([]byte("status\n"))
+		if got := a.listing(); got == "f\t1\t0\t0\n.\n" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("status %q", got)
+		}
+	}
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.GrabJob), req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, hb, "f", "bg"))
+	w.expect(res(codec.NoJob))
+}
