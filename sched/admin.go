@@ -47,8 +47,9 @@ func (s *Sched) StatusUnique(unique []byte) JobStatus {
 // FuncStat is one function's line in the admin status.
 type FuncStat struct {
 	Name     string
-	Queued   [3]int // by priority; delayed jobs count as Normal... see Delayed
-	Delayed  int
+	Seq      uint64 // creation order
+	Queued   [3]int // waiting jobs by priority
+	Delayed  int    // jobs not due yet
 	Running  int
 	Workers  int
 	MaxQueue [3]int
@@ -59,7 +60,7 @@ func (f FuncStat) Total() int {
 	return f.Queued[0] + f.Queued[1] + f.Queued[2] + f.Delayed + f.Running
 }
 
-// Funcs snapshots every known function, sorted by name.
+// Funcs snapshots every known function, in creation order.
 func (s *Sched) Funcs() []FuncStat {
 	var out []FuncStat
 	for i := range s.shards {
@@ -68,6 +69,7 @@ func (s *Sched) Funcs() []FuncStat {
 		for _, f := range sh.funcs {
 			out = append(out, FuncStat{
 				Name:     f.name,
+				Seq:      f.seq,
 				Queued:   [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
 				Delayed:  f.delayed,
 				Running:  f.running,
@@ -77,7 +79,7 @@ func (s *Sched) Funcs() []FuncStat {
 		}
 		sh.mu.Unlock()
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	sort.Slice(out, func(a, b int) bool { return out[a].Seq < out[b].Seq })
 	return out
 }
 
@@ -108,15 +110,19 @@ func (s *Sched) Jobs() []JobInfo {
 	return out
 }
 
-// Cancel removes a job that is not running. Its listeners hear nothing,
-// as with gearmand's "cancel job".
+// Cancel removes a job that is waiting; its listeners hear nothing. A
+// running job is left to finish, as gearmand's "cancel job" does.
 func (s *Sched) Cancel(id uint64) error {
 	sh := s.shardOf(id)
 	sh.mu.Lock()
 	j := sh.jobs[id]
-	if j == nil || j.state == stateRunning {
+	if j == nil {
 		sh.mu.Unlock()
 		return ErrNotFound
+	}
+	if j.state == stateRunning {
+		sh.mu.Unlock()
+		return nil
 	}
 	switch j.state {
 	case stateQueued:
@@ -140,11 +146,12 @@ func (s *Sched) Cancel(id uint64) error {
 func (s *Sched) CreateFunc(name []byte) {
 	sh := s.shardFor(name)
 	sh.mu.Lock()
-	sh.function(name).explicit = true
+	s.function(sh, name)
 	sh.mu.Unlock()
 }
 
-// DropFunc forgets a function that has no workers and no jobs.
+// DropFunc forgets a function that has no workers and no jobs. (gearmand
+// also drops one with queued jobs, losing them; we refuse.)
 func (s *Sched) DropFunc(name []byte) error {
 	sh := s.shardFor(name)
 	sh.mu.Lock()
@@ -160,11 +167,14 @@ func (s *Sched) DropFunc(name []byte) error {
 	return nil
 }
 
-// SetMaxQueue limits how many jobs a function may hold (queued and running)
-// before submits at each priority are refused; 0 = unlimited.
+// SetMaxQueue limits how many jobs a known function may hold (queued and
+// running) before submits at each priority are refused; 0 = unlimited. Like
+// gearmand, it does not create an unknown function.
 func (s *Sched) SetMaxQueue(name []byte, max [3]int) {
 	sh := s.shardFor(name)
 	sh.mu.Lock()
-	sh.function(name).maxQueue = max
+	if f := sh.funcs[string(name)]; f != nil {
+		f.maxQueue = max
+	}
 	sh.mu.Unlock()
 }

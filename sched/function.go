@@ -3,6 +3,7 @@ package sched
 // function is everything a shard knows about one function name.
 type function struct {
 	name     string
+	seq      uint64 // creation order, for listings
 	queues   [numPriorities]jobList
 	delayed  int // jobs waiting in the wheel
 	running  int
@@ -10,11 +11,10 @@ type function struct {
 	maxQueue [numPriorities]int // 0 = unlimited
 	unique   map[string]*Job    // coalescing index: key -> live job
 	sleepers abilityList        // abilities whose worker slept on this function
-	explicit bool               // created by an admin, kept while empty
 }
 
-func newFunction(name string) *function {
-	return &function{name: name, unique: make(map[string]*Job)}
+func newFunction(name string, seq uint64) *function {
+	return &function{name: name, seq: seq, unique: make(map[string]*Job)}
 }
 
 func (f *function) queued() int {

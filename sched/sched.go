@@ -52,7 +52,7 @@ type Sched struct {
 	stop      chan struct{}
 	done      chan struct{}
 	workerSeq uint64
-	workerMu  sync.Mutex
+	funcSeq   atomic.Uint64
 }
 
 type shard struct {
@@ -155,11 +155,11 @@ func (s *Sched) tickLen() time.Duration {
 	return s.tick
 }
 
-// function returns the function for name, creating it. Caller holds sh.mu.
-func (sh *shard) function(name []byte) *function {
+// function returns sh's function for name, creating it. Caller holds sh.mu.
+func (s *Sched) function(sh *shard, name []byte) *function {
 	f := sh.funcs[string(name)]
 	if f == nil {
-		f = newFunction(string(name))
+		f = newFunction(string(name), s.funcSeq.Add(1))
 		sh.funcs[f.name] = f
 	}
 	return f
@@ -223,7 +223,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq, now time.Time) (uint64, error) {
 
 	var wake wakeList
 	sh.mu.Lock()
-	f := sh.function(r.Func)
+	f := s.function(sh, r.Func)
 	if j.key != "" {
 		if existing := f.unique[j.key]; existing != nil {
 			linked := r.Background || c.link(existing)

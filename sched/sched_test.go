@@ -184,6 +184,8 @@ func TestCoalescesWithRunningJob(t *testing.T) {
 func TestMaxQueue(t *testing.T) {
 	s := newTest(t, Config{})
 	c := s.NewClient(&recorder{})
+	s.SetMaxQueue([]byte("f"), [3]int{1, 1, 1}) // unknown: ignored
+	s.CreateFunc([]byte("f"))
 	s.SetMaxQueue([]byte("f"), [3]int{3, 2, 1})
 	submit(t, c, "f", "", "1", Low, true)
 	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Priority: Low, Background: true}); err != ErrQueueFull {
@@ -551,11 +553,11 @@ func TestAdmin(t *testing.T) {
 	w.CanDo([]byte("f"), 0)
 	w.Grab()
 	st := s.Funcs()
-	if len(st) != 2 || st[0].Name != "empty" || st[1].Total() != 2 || st[1].Running != 1 || st[1].Workers != 1 || st[1].Queued != [3]int{0, 0, 1} {
+	if len(st) != 2 || st[0].Name != "empty" || st[0].Seq >= st[1].Seq || st[1].Total() != 2 || st[1].Running != 1 || st[1].Workers != 1 || st[1].Queued != [3]int{0, 0, 1} {
 		t.Fatalf("funcs %+v", st)
 	}
-	if err := s.Cancel(id); err != ErrNotFound {
-		t.Fatal("cancelled a running job")
+	if err := s.Cancel(id); err != nil || !s.Status(id).Running {
+		t.Fatal("cancel must leave a running job alone")
 	}
 	if err := s.DropFunc([]byte("f")); err != ErrFunctionBusy {
 		t.Fatalf("drop busy: %v", err)
@@ -570,8 +572,11 @@ func TestAdmin(t *testing.T) {
 	if len(jobs) != 2 {
 		t.Fatalf("jobs %+v", jobs)
 	}
-	if err := s.Cancel(jobs[1].ID); err != nil && err != ErrNotFound {
-		t.Fatal(err)
+	if err := s.Cancel(jobs[1].ID); err != nil || s.Status(jobs[1].ID).Known || w.Grab() != nil {
+		t.Fatalf("cancel queued job: %v", err)
+	}
+	if err := s.Cancel(jobs[1].ID); err != ErrNotFound {
+		t.Fatalf("cancel twice: %v", err)
 	}
 }
 

@@ -90,10 +90,13 @@ func (s *Sched) NewWorker(waker Waker) *Worker {
 // ID numbers workers from 1 in creation order.
 func (w *Worker) ID() uint64 { return w.id }
 
-// Abilities appends the worker's function names, in registration order.
+// Abilities appends the worker's function names in the order Grab tries
+// them: most recently registered first (rotated by RoundRobin).
 func (w *Worker) Abilities(dst []string) []string {
-	for i := len(w.abilities) - 1; i >= 0; i-- {
-		dst = append(dst, w.abilities[i].fn.name)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.abilities {
+		dst = append(dst, a.fn.name)
 	}
 	return dst
 }
@@ -119,23 +122,27 @@ func (w *Worker) CanDo(name []byte, timeout time.Duration) {
 	}
 	sh := w.s.shardFor(name)
 	sh.mu.Lock()
-	f := sh.function(name)
+	f := w.s.function(sh, name)
 	f.workers++
 	a := &ability{w: w, fn: f, sh: sh, timeout: timeout}
 	if w.state.Load() != awake {
 		f.sleepers.push(a)
 	}
 	sh.mu.Unlock()
+	w.mu.Lock()
 	w.abilities = append(w.abilities, nil)
 	copy(w.abilities[1:], w.abilities)
 	w.abilities[0] = a
+	w.mu.Unlock()
 }
 
 // CantDo unregisters a function.
 func (w *Worker) CantDo(name []byte) {
 	if i := w.find(name); i >= 0 {
 		w.drop(w.abilities[i])
+		w.mu.Lock()
 		w.abilities = append(w.abilities[:i], w.abilities[i+1:]...)
+		w.mu.Unlock()
 	}
 }
 
@@ -144,8 +151,10 @@ func (w *Worker) Reset() {
 	for _, a := range w.abilities {
 		w.drop(a)
 	}
+	w.mu.Lock()
 	clear(w.abilities)
 	w.abilities = w.abilities[:0]
+	w.mu.Unlock()
 }
 
 func (w *Worker) drop(a *ability) {
@@ -178,8 +187,10 @@ func (w *Worker) Grab() *Job {
 		w.hold(j)
 		sh.mu.Unlock()
 		if w.s.rr && len(w.abilities) > 1 {
+			w.mu.Lock()
 			copy(w.abilities[i:], w.abilities[i+1:])
 			w.abilities[len(w.abilities)-1] = a
+			w.mu.Unlock()
 		}
 		return j
 	}
