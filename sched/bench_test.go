@@ -1,0 +1,120 @@
+package sched
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
+
+type nopListener struct{}
+
+func (nopListener) Notify(uint64, *Update) {}
+
+type nopWaker struct{}
+
+func (nopWaker) Wake() {}
+
+// prefill queues n background jobs for f.
+func prefill(b *testing.B, s *Sched, f string, n int) {
+	c := s.NewClient(nopListener{})
+	req := SubmitReq{Func: []byte(f), Payload: make([]byte, 64), Background: true}
+	for i := 0; i < n; i++ {
+		if _, err := c.Submit(&req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRoundTrip is one foreground job through submit, grab and
+// complete, with 0 or 1e6 other jobs queued for another function.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, queued := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprint("queued=", queued), func(b *testing.B) {
+			s := New(Config{Tick: -1})
+			defer s.Close()
+			prefill(b, s, "other", queued)
+			c := s.NewClient(nopListener{})
+			w := s.NewWorker(nopWaker{})
+			w.CanDo([]byte("f"), 0)
+			req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64)}
+			u := Update{Kind: Complete, Data: []byte("result")}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := c.Submit(&req); err != nil {
+					b.Fatal(err)
+				}
+				j := w.Grab()
+				if err := w.Update(j.ID(), &u); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSubmitBackground measures queueing onto a function that already
+// holds 0 or 1e6 jobs: the cost must not grow with the queue.
+func BenchmarkSubmitBackground(b *testing.B) {
+	for _, queued := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprint("queued=", queued), func(b *testing.B) {
+			s := New(Config{Tick: -1})
+			defer s.Close()
+			prefill(b, s, "f", queued)
+			c := s.NewClient(nopListener{})
+			req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64), Background: true}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := c.Submit(&req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGrabComplete drains a queue of 1e6 background jobs.
+func BenchmarkGrabComplete(b *testing.B) {
+	s := New(Config{Tick: -1})
+	defer s.Close()
+	prefill(b, s, "f", 1_000_000)
+	w := s.NewWorker(nopWaker{})
+	w.CanDo([]byte("f"), 0)
+	u := Update{Kind: Complete}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := w.Grab()
+		if j == nil {
+			b.StopTimer()
+			prefill(b, s, "f", 1_000_000)
+			b.StartTimer()
+			j = w.Grab()
+		}
+		w.Update(j.ID(), &u)
+	}
+}
+
+// BenchmarkParallelRoundTrip runs round trips on 16 functions from all
+// procs at once: shards keep them from contending.
+func BenchmarkParallelRoundTrip(b *testing.B) {
+	s := New(Config{Tick: -1})
+	defer s.Close()
+	var next atomic.Int32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		f := []byte(fmt.Sprint("f", next.Add(1)%16))
+		c := s.NewClient(nopListener{})
+		w := s.NewWorker(nopWaker{})
+		w.CanDo(f, 0)
+		req := SubmitReq{Func: f, Payload: make([]byte, 64)}
+		u := Update{Kind: Complete}
+		for pb.Next() {
+			c.Submit(&req)
+			if j := w.Grab(); j != nil {
+				w.Update(j.ID(), &u)
+			}
+		}
+	})
+}
