@@ -110,8 +110,9 @@ func (s *Sched) Jobs() []JobInfo {
 	return out
 }
 
-// Cancel removes a job that is waiting; its listeners hear nothing. A
-// running job is left to finish, as gearmand's "cancel job" does.
+// Cancel withdraws a job. Its clients get a Fail, as gearmand's "cancel job"
+// sends them; a waiting job is removed, a running one is left to finish on
+// its worker with nobody listening.
 func (s *Sched) Cancel(id uint64) error {
 	sh := s.shardOf(id)
 	sh.mu.Lock()
@@ -120,25 +121,22 @@ func (s *Sched) Cancel(id uint64) error {
 		sh.mu.Unlock()
 		return ErrNotFound
 	}
-	if j.state == stateRunning {
-		sh.mu.Unlock()
-		return nil
-	}
+	ls := collect(nil, j, true)
 	switch j.state {
 	case stateQueued:
 		j.fn.queues[j.prio].remove(j)
+		sh.forget(j)
 	case stateDelayed:
 		sh.wheel.cancel(&j.timer)
 		j.fn.delayed--
+		sh.forget(j)
 	}
-	for a := j.listeners; a != nil; {
-		next := a.jnext
-		a.unlink()
-		a = next
-	}
-	sh.forget(j)
+	done := j.state == stateDone
 	sh.mu.Unlock()
-	s.forgetStored(j)
+	notifyAll(ls, id, &Update{Kind: Fail})
+	if done {
+		s.forgetStored(j)
+	}
 	return nil
 }
 

@@ -543,6 +543,31 @@ func TestWrongWorkerCannotUpdate(t *testing.T) {
 	}
 }
 
+func TestCancelFailsClients(t *testing.T) {
+	s := newTest(t, Config{})
+	r := &recorder{}
+	c := s.NewClient(r)
+	queued := submit(t, c, "f", "", "q", Normal, false)
+	running := submit(t, c, "f", "", "r", Normal, false)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	if err := s.Cancel(queued); err != nil {
+		t.Fatal(err)
+	}
+	j := w.Grab()
+	if j.ID() != running || w.Grab() != nil {
+		t.Fatal("cancelled job handed out")
+	}
+	s.Cancel(running)
+	if err := w.Update(running, &Update{Kind: Complete}); err != nil {
+		t.Fatalf("worker of a cancelled running job: %v", err)
+	}
+	want := fmt.Sprint([]string{fmt.Sprintf("%d:%d:", queued, Fail), fmt.Sprintf("%d:%d:", running, Fail)})
+	if got := fmt.Sprint(r.events()); got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+}
+
 func TestAdmin(t *testing.T) {
 	s := newTest(t, Config{})
 	c := s.NewClient(&recorder{})
@@ -557,7 +582,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("funcs %+v", st)
 	}
 	if err := s.Cancel(id); err != nil || !s.Status(id).Running {
-		t.Fatal("cancel must leave a running job alone")
+		t.Fatal("cancel must leave a running job to finish")
 	}
 	if err := s.DropFunc([]byte("f")); err != ErrFunctionBusy {
 		t.Fatalf("drop busy: %v", err)

@@ -164,9 +164,11 @@ func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update) []byte {
 	}
 	dst, start := codec.Begin(dst, codec.Res, t)
 	dst = cn.srv.handles.append(dst, id)
-	switch t {
-	case codec.WorkFail:
-	case codec.WorkStatus:
+	switch {
+	case u.Kind == sched.Exception && t == codec.WorkFail:
+		dst = append(dst, 0) // gearmand keeps the exception's separator
+	case t == codec.WorkFail:
+	case t == codec.WorkStatus:
 		dst = append(dst, 0)
 		dst = append(dst, u.Data...)
 		dst = append(dst, 0)

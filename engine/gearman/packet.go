@@ -147,7 +147,7 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 	default:
 		req.Payload = p.Arg(2)
 	}
-	if len(req.Unique) > codec.MaxUniqueSize {
+	if len(req.Unique) > codec.MaxUniqueSize || len(req.Reducer) > codec.MaxUniqueSize {
 		cn.out = codec.AppendError(cn.out, errTooLarge, textUniqueTooLarge)
 		return
 	}
@@ -247,7 +247,11 @@ func (cn *conn) grab(t codec.Type) {
 	case codec.GrabJobUniq:
 		reply = codec.JobAssignUniq
 	case codec.GrabJobAll:
-		reply = codec.JobAssignAll
+		// gearmand sends JOB_ASSIGN_ALL only for map/reduce jobs.
+		reply = codec.JobAssignUniq
+		if j.Reducer() != "" {
+			reply = codec.JobAssignAll
+		}
 	}
 	var start int
 	cn.out, start = codec.Begin(cn.out, codec.Res, reply)

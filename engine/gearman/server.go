@@ -38,10 +38,10 @@ type Config struct {
 	MaxOutbound int
 	// Keepalive enables TCP keepalive with the given idle time, interval and count
 	// (zero values leave the system defaults).
-	Keepalive                  bool
-	KeepaliveIdle              time.Duration
-	KeepaliveInterval          time.Duration
-	KeepaliveCount             int
+	Keepalive         bool
+	KeepaliveIdle     time.Duration
+	KeepaliveInterval time.Duration
+	KeepaliveCount    int
 	// Version is what the "version" admin command reports.
 	Version string
 	// Verbose is what the "verbose" admin command reports (gearmand level name).

@@ -398,7 +398,7 @@ func TestExceptions(t *testing.T) {
 			if global {
 				plain.expect(res(codec.WorkException, h, "boom"))
 			} else {
-				plain.expect(res(codec.WorkFail, h))
+				plain.expect(res(codec.WorkFail, h+"\x00")) // gearmand's bytes
 			}
 		})
 	}
@@ -494,6 +494,11 @@ func TestReduceAndGrabAll(t *testing.T) {
 	w := dial(t, addr)
 	w.send(req(codec.CanDo, "f"), req(codec.GrabJobAll))
 	w.expect(res(codec.JobAssignAll, h, "f", "u", "red", "data"))
+	// Without a reducer GRAB_JOB_ALL gets JOB_ASSIGN_UNIQ, as from gearmand.
+	c.send(req(codec.SubmitJobBg, "f", "v", "plain"))
+	h2 := c.handle()
+	w.send(req(codec.GrabJobAll))
+	w.expect(res(codec.JobAssignUniq, h2, "f", "v", "plain"))
 }
 
 func TestEpochJobRunsWhenDue(t *testing.T) {
