@@ -1,0 +1,886 @@
+package main
+
+// Command line and configuration file, compatible with gearmand 1.1.20.
+//
+// gearmand parses its arguments with boost::program_options and switchyard
+// reproduces what a script or an init file can observe of that:
+//
+//   - Long options: --name value, --name=value. No abbreviations on the
+//     command line (gearmand turns allow_guessing off). "--name=" is an error.
+//   - Short options: -p value, -pvalue, and grouped flags -dR, -Rp4730.
+//   - A value taken from the next argument may start with '-' (-t -1 reads
+//     "-1", --port --exceptions reads "--exceptions"), unless the next
+//     argument is exactly a known short option such as -R: then the value is
+//     missing.
+//   - Every option may appear once: a second occurrence is an error, even for
+//     flags (-R -R).
+//   - Anything that is not an option is an error ("unrecognised option
+//     'word'"), except "@FILE", our spelling of --config-file=FILE (gearmand's
+//     help advertises it but gearmand rejects it).
+//   - After "--" every argument is a non-option, hence an error.
+//
+// The configuration file (--config-file, default /etc/gearmand.conf, read only
+// if it exists when it is the default) holds command-line arguments separated
+// by spaces, CR or LF (not tabs), parsed like the command line except that:
+// long options may be abbreviated to a unique prefix (--por=4730), words that
+// are not options are ignored (so "port=4730" does nothing, and "# comment"
+// works by accident), and an option already given on the command line is
+// skipped, without even validating the file's value. '#' does not start a
+// comment: "# --port=1" sets the port. switchyard does the same but adds a
+// warning for it and for every ignored word outside a "#" line.
+//
+// Errors are detected in gearmand's order: syntax errors (unknown option,
+// missing value) in argument order first, then, again in argument order,
+// repeated options, invalid values and stray words; the command line fully
+// before the file; then --verbose; then the checks gearmand only makes at
+// startup (queue type, protocol module).
+//
+// Deliberate departures from gearmand: -p is checked here (gearmand fails
+// when it binds); negative -t/-j/-w/-b/-f and keepalive values outside what
+// setsockopt takes are refused (gearmand wraps or fails at startup); --verbose
+// is case-insensitive; "@FILE" works; --ssl* is refused (TLS would silently
+// become plain text); -q other than builtin is refused; an explicit -p 4730
+// beats GEARMAND_PORT (gearmand lets the variable replace any port equal to
+// 4730); errors found in the file name it.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const (
+	defaultPort      = "4730"
+	defaultMaxPacket = 64 << 20
+	maxMaxPacket     = 4 << 30 // the size field of a packet is a uint32
+	defaultBacklog   = 32
+	defaultVerbose   = "ERROR"
+	defaultLogFile   = "stderr"
+	defaultQueueType = "builtin"
+)
+
+// defaultConfigFile is read when it exists and --config-file is not given.
+// A variable so that tests can point it elsewhere.
+var defaultConfigFile = "/etc/gearmand.conf"
+
+// options is the parsed command line and configuration file.
+type options struct {
+	Port              string   // -p/--port, default "4730", normalised to a decimal number; env GEARMAND_PORT overrides the default
+	Listen            string   // -L/--listen, "" = all addresses
+	Threads           int      // -t/--threads, 0 = one event loop per core
+	JobRetries        int      // -j/--job-retries, 0 = unlimited
+	WorkerWakeup      int      // -w/--worker-wakeup, 0 = all
+	RoundRobin        bool     // -R/--round-robin
+	JobHandlePrefix   string   // --job-handle-prefix, "" = "H:<hostname>"
+	Exceptions        bool     // --exceptions
+	LogFile           string   // -l/--log-file: a path, "stderr" or "none" (both exact, lower case); default "stderr"; "" becomes "none"
+	PidFile           string   // -P/--pid-file, "" = none
+	Daemon            bool     // -d/--daemon
+	Verbose           string   // --verbose, upper case: FATAL ALERT CRITICAL ERROR WARNING NOTICE INFO DEBUG
+	Version           bool     // -V/--version
+	Help              bool     // -h/--help
+	Backlog           int      // -b/--backlog, default 32
+	Keepalive         bool     // --keepalive
+	KeepaliveIdle     int      // --keepalive-idle, seconds; -1 (default) = the system's
+	KeepaliveInterval int      // --keepalive-interval, seconds; -1 (default) = the system's
+	KeepaliveCount    int      // --keepalive-count; -1 (default) = the system's
+	User              string   // -u/--user
+	QueueType         string   // -q/--queue-type, always "builtin" (anything else is an error)
+	ConfigFile        string   // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
+	FileDescriptors   int      // -f/--file-descriptors, 0 = leave the limit alone
+	MaxPacket         int64    // --max-packet (ours), default 64 MiB
+	Warnings          []string // one line per accepted but ignored option or word, for main to log
+	CheckArgs         bool     // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
+}
+
+// usageError is returned for anything the user got wrong on the command line
+// or in the configuration file. Its text is gearmand's (boost's) wording
+// without the "program: " prefix gearmand puts in front of it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...)}
+}
+
+// errInvalid from a setter means "the argument is invalid"; the caller words
+// it as boost does, naming the option.
+var errInvalid = errors.New("invalid argument")
+
+// parseState is what parseArgs accumulates beyond options.
+type parseState struct {
+	o        *options
+	protocol string // -r/--protocol
+	buckets  int64  // --hashtable-buckets
+	portSet  bool   // -p given on the command line or in the file
+	// fromCmdline marks the options given on the command line; the file's
+	// occurrences of them are skipped.
+	fromCmdline map[*optDef]bool
+}
+
+// optDef describes one option.
+type optDef struct {
+	long  string
+	short byte   // 0: none
+	value bool   // takes an argument
+	dflt  string // default shown in the help
+	group string // help group
+	help  string
+	// hidden: command line only and not in the help (--check-args).
+	hidden bool
+	// set validates and stores the value ("" for a flag). It returns
+	// errInvalid or a *usageError.
+	set func(s *parseState, v string) error
+	// ignored: accepted, then a warning "ignoring --long: <ignored>".
+	ignored string
+	// refused: a usage error "<refused> (option '--long')".
+	refused string
+}
+
+// Help groups, in gearmand's order.
+const (
+	gGeneral   = "General options"
+	gHTTP      = "HTTP"
+	gGear      = "Gear"
+	gMemcached = "libmemcached"
+	gSqlite    = "libsqlite3"
+	gPostgres  = "Postgres"
+	gRedis     = "redis"
+	gMySQL     = "MySQL"
+)
+
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL}
+
+const (
+	noQueue = "only the builtin queue is supported"
+	noTLS   = "TLS is not supported"
+)
+
+// optTable lists every option in the order of gearmand's help.
+var optTable = []*optDef{
+	{long: "backlog", short: 'b', value: true, dflt: "32", group: gGeneral,
+		help: "Number of backlog connections for listen. Accepted for compatibility: the event loops always listen with the kernel's maximum backlog (net.core.somaxconn).",
+		set:  setInt(func(o *options) *int { return &o.Backlog }, 0, 1<<31-1)},
+	{long: "daemon", short: 'd', group: gGeneral,
+		help: "Daemon, detach and run in the background.",
+		set:  setBool(func(o *options) *bool { return &o.Daemon })},
+	{long: "exceptions", group: gGeneral,
+		help: "Enable protocol exceptions by default.",
+		set:  setBool(func(o *options) *bool { return &o.Exceptions })},
+	{long: "file-descriptors", short: 'f', value: true, group: gGeneral,
+		help: "Number of file descriptors to allow for the process (total connections will be slightly less). Default is to leave the limit alone.",
+		set:  setInt(func(o *options) *int { return &o.FileDescriptors }, 0, 1<<62)},
+	{long: "help", short: 'h', group: gGeneral,
+		help: "Print this help menu.",
+		set:  setBool(func(o *options) *bool { return &o.Help })},
+	{long: "job-retries", short: 'j', value: true, dflt: "0", group: gGeneral,
+		help: "Number of attempts to run the job before the job server removes it. This is helpful to ensure a bad job does not crash all available workers. Default is no limit.",
+		set:  setInt(func(o *options) *int { return &o.JobRetries }, 0, 1<<32-1)},
+	{long: "job-handle-prefix", value: true, group: gGeneral,
+		help: "Prefix used to generate a job handle string. If not provided, the default \"H:<host_name>\" is used.",
+		set:  setString(func(o *options) *string { return &o.JobHandlePrefix })},
+	{long: "hashtable-buckets", value: true, dflt: "991", group: gGeneral,
+		help:    "Ignored: switchyard's job tables grow as needed. Must be greater than 0.",
+		set:     setHashtableBuckets,
+		ignored: "switchyard's job tables grow as needed"},
+	{long: "keepalive", group: gGeneral,
+		help: "Enable keepalive on sockets.",
+		set:  setBool(func(o *options) *bool { return &o.Keepalive })},
+	{long: "keepalive-idle", value: true, dflt: "-1", group: gGeneral,
+		help: "If keepalive is enabled, set the value for TCP_KEEPIDLE (seconds, 1 to 32767). A value of -1 keeps the system's default.",
+		set:  setKeepalive(func(o *options) *int { return &o.KeepaliveIdle }, 32767)},
+	{long: "keepalive-interval", value: true, dflt: "-1", group: gGeneral,
+		help: "If keepalive is enabled, set the value for TCP_KEEPINTVL (seconds, 1 to 32767). A value of -1 keeps the system's default.",
+		set:  setKeepalive(func(o *options) *int { return &o.KeepaliveInterval }, 32767)},
+	{long: "keepalive-count", value: true, dflt: "-1", group: gGeneral,
+		help: "If keepalive is enabled, set the value for TCP_KEEPCNT (1 to 127). A value of -1 keeps the system's default.",
+		set:  setKeepalive(func(o *options) *int { return &o.KeepaliveCount }, 127)},
+	{long: "log-file", short: 'l', value: true, dflt: defaultLogFile, group: gGeneral,
+		help: "Log file to write errors and information to. If the log-file parameter is specified as 'stderr', then output will go to stderr. If 'none', then no logfile will be generated. (gearmand's default is /var/log/gearmand.log.)",
+		set:  setLogFile},
+	{long: "listen", short: 'L', value: true, group: gGeneral,
+		help: "Address the server should listen on. Default is INADDR_ANY.",
+		set:  setString(func(o *options) *string { return &o.Listen })},
+	{long: "pid-file", short: 'P', value: true, group: gGeneral,
+		help: "File to write process ID out to. Default is to write none. (gearmand's default is /var/gearmand.pid.)",
+		set:  setString(func(o *options) *string { return &o.PidFile })},
+	{long: "protocol", short: 'r', value: true, group: gGeneral,
+		help: "Load protocol module. Only 'http' is known, and it is ignored: switchyard serves the Gear protocol only.",
+		set:  func(s *parseState, v string) error { s.protocol = v; return nil }},
+	{long: "round-robin", short: 'R', group: gGeneral,
+		help: "Assign work in round-robin order per worker connection. The default is to assign work in the order of functions added by the worker.",
+		set:  setBool(func(o *options) *bool { return &o.RoundRobin })},
+	{long: "queue-type", short: 'q', value: true, dflt: defaultQueueType, group: gGeneral,
+		help: "Persistent queue type to use. Only 'builtin' (no persistence) is supported.",
+		set:  setString(func(o *options) *string { return &o.QueueType })},
+	{long: "config-file", value: true, dflt: "/etc/gearmand.conf", group: gGeneral,
+		help: "Can be specified with '@name', too. It holds options written as on the command line, separated by spaces or newlines; the command line wins. The default file is read only if it exists.",
+		set:  setString(func(o *options) *string { return &o.ConfigFile })},
+	{long: "syslog", group: gGeneral,
+		help:    "Ignored: switchyard does not log to syslog.",
+		ignored: "switchyard does not log to syslog; use -l/--log-file"},
+	{long: "coredump", group: gGeneral,
+		help:    "Ignored: core dumps follow the Go runtime's GOTRACEBACK setting.",
+		ignored: "core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)"},
+	{long: "threads", short: 't', value: true, dflt: "0", group: gGeneral,
+		help: "Number of I/O event loops to use, 0 means one per CPU core. Default=0. (gearmand's default is 4.)",
+		set:  setInt(func(o *options) *int { return &o.Threads }, 0, 1<<32-1)},
+	{long: "user", short: 'u', value: true, group: gGeneral,
+		help: "Switch to given user after startup.",
+		set:  setString(func(o *options) *string { return &o.User })},
+	{long: "verbose", value: true, dflt: defaultVerbose, group: gGeneral,
+		help: "Set verbose level (FATAL, ALERT, CRITICAL, ERROR, WARNING, NOTICE, INFO, DEBUG).",
+		set:  setString(func(o *options) *string { return &o.Verbose })},
+	{long: "version", short: 'V', group: gGeneral,
+		help: "Display the version of gearmand and exit.",
+		set:  setBool(func(o *options) *bool { return &o.Version })},
+	{long: "worker-wakeup", short: 'w', value: true, dflt: "0", group: gGeneral,
+		help: "Number of workers to wakeup for each job received. The default is to wakeup all available workers.",
+		set:  setInt(func(o *options) *int { return &o.WorkerWakeup }, 0, 1<<32-1)},
+	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
+		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",
+		set:  setMaxPacket},
+	{long: "check-args", hidden: true,
+		set: setBool(func(o *options) *bool { return &o.CheckArgs })},
+
+	{long: "http-port", value: true, dflt: "8080", group: gHTTP,
+		help:    "Ignored: the HTTP protocol is not supported.",
+		ignored: "the HTTP protocol is not supported"},
+
+	{long: "port", short: 'p', value: true, dflt: defaultPort, group: gGear,
+		help: "Port the server should listen on: a number or a service name. The environment variable GEARMAND_PORT replaces the default.",
+		set:  setPort},
+	{long: "ssl", group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
+	{long: "ssl-ca-file", value: true, group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
+	{long: "ssl-certificate", value: true, group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
+	{long: "ssl-key", value: true, group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
+
+	{long: "libmemcached-servers", value: true, group: gMemcached, help: "Ignored.", ignored: noQueue},
+	{long: "libmemcached-prefix", value: true, dflt: "gear_", group: gMemcached, help: "Ignored.", ignored: noQueue},
+
+	{long: "libsqlite3-db", value: true, group: gSqlite, help: "Ignored.", ignored: noQueue},
+	{long: "store-queue-on-shutdown", group: gSqlite, help: "Ignored.", ignored: noQueue},
+	{long: "libsqlite3-table", value: true, dflt: "gearman_queue", group: gSqlite, help: "Ignored.", ignored: noQueue},
+
+	{long: "libpq-conninfo", value: true, group: gPostgres, help: "Ignored.", ignored: noQueue},
+	{long: "libpq-table", value: true, dflt: "queue", group: gPostgres, help: "Ignored.", ignored: noQueue},
+
+	{long: "redis-server", value: true, group: gRedis, help: "Ignored.", ignored: noQueue},
+	{long: "redis-port", value: true, group: gRedis, help: "Ignored.", ignored: noQueue},
+	{long: "redis-password", value: true, group: gRedis, help: "Ignored.", ignored: noQueue},
+	{long: "redis-prefix", value: true, group: gRedis, help: "Ignored.", ignored: noQueue},
+
+	{long: "mysql-host", value: true, dflt: "localhost", group: gMySQL, help: "Ignored.", ignored: noQueue},
+	{long: "mysql-port", value: true, dflt: "3306", group: gMySQL, help: "Ignored.", ignored: noQueue,
+		set: validateOnly(-1<<31, 1<<31-1)}, // gearmand parses it as an int
+	{long: "mysql-user", value: true, group: gMySQL, help: "Ignored.", ignored: noQueue},
+	{long: "mysql-password", value: true, group: gMySQL, help: "Ignored.", ignored: noQueue},
+	{long: "mysql-db", value: true, group: gMySQL, help: "Ignored.", ignored: noQueue},
+	{long: "mysql-table", value: true, dflt: "gearman_queue", group: gMySQL, help: "Ignored.", ignored: noQueue},
+}
+
+var (
+	longOpts      = map[string]*optDef{}
+	shortOpts     = map[byte]*optDef{}
+	optConfigFile *optDef
+)
+
+func init() {
+	for _, d := range optTable {
+		longOpts[d.long] = d
+		if d.short != 0 {
+			shortOpts[d.short] = d
+		}
+	}
+	optConfigFile = longOpts["config-file"]
+}
+
+// ---- setters ----
+
+func setBool(field func(*options) *bool) func(*parseState, string) error {
+	return func(s *parseState, _ string) error {
+		*field(s.o) = true
+		return nil
+	}
+}
+
+func setString(field func(*options) *string) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		*field(s.o) = v
+		return nil
+	}
+}
+
+func setInt(field func(*options) *int, lo, hi int64) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		n, ok := parseDecimal(v)
+		if !ok || n < lo || n > hi {
+			return errInvalid
+		}
+		*field(s.o) = int(n)
+		return nil
+	}
+}
+
+func validateOnly(lo, hi int64) func(*parseState, string) error {
+	return func(_ *parseState, v string) error {
+		if n, ok := parseDecimal(v); !ok || n < lo || n > hi {
+			return errInvalid
+		}
+		return nil
+	}
+}
+
+// setKeepalive accepts -1 (system default) or 1..hi; gearmand hands other
+// values to setsockopt, which refuses them at startup.
+func setKeepalive(field func(*options) *int, hi int64) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		n, ok := parseDecimal(v)
+		if !ok || (n != -1 && (n < 1 || n > hi)) {
+			return errInvalid
+		}
+		*field(s.o) = int(n)
+		return nil
+	}
+}
+
+func setHashtableBuckets(s *parseState, v string) error {
+	n, ok := parseDecimal(v)
+	if !ok || n < 0 || n > 1<<32-1 {
+		return errInvalid
+	}
+	s.buckets = n
+	return nil
+}
+
+func setPort(s *parseState, v string) error {
+	p, ok := normalizePort(v)
+	if !ok {
+		return errInvalid
+	}
+	s.o.Port = p
+	s.portSet = true
+	return nil
+}
+
+func setLogFile(s *parseState, v string) error {
+	if v == "" {
+		v = "none" // gearmand logs nowhere with -l ""
+	}
+	s.o.LogFile = v
+	return nil
+}
+
+func setMaxPacket(s *parseState, v string) error {
+	n, ok := parseSize(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)", v)
+	}
+	s.o.MaxPacket = n
+	return nil
+}
+
+// parseDecimal parses an integer as boost's lexical_cast does: an optional
+// sign, then decimal digits only (no spaces, no hexadecimal).
+func parseDecimal(v string) (int64, bool) {
+	digits := v
+	if digits != "" && (digits[0] == '+' || digits[0] == '-') {
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// normalizePort turns a port number or a service name into a decimal port
+// number. An empty string is gearmand's "the gearman service, else 4730".
+func normalizePort(v string) (string, bool) {
+	if v == "" {
+		if n, err := net.LookupPort("tcp", "gearman"); err == nil {
+			return strconv.Itoa(n), true
+		}
+		return defaultPort, true
+	}
+	if n, ok := parseDecimal(v); ok {
+		if v[0] == '+' || v[0] == '-' || n > 65535 {
+			return "", false
+		}
+		return strconv.FormatInt(n, 10), true
+	}
+	if strings.ContainsAny(v, " \t/") {
+		return "", false
+	}
+	n, err := net.LookupPort("tcp", v)
+	if err != nil {
+		return "", false
+	}
+	return strconv.Itoa(n), true
+}
+
+// parseSize parses "123", "64K", "64M", "1G" (suffix in either case,
+// 1K = 1024) and accepts 1 to 4G.
+func parseSize(v string) (int64, bool) {
+	mult := int64(1)
+	if v != "" {
+		switch v[len(v)-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			v = v[:len(v)-1]
+		}
+	}
+	if v == "" || v[0] == '+' || v[0] == '-' {
+		return 0, false
+	}
+	n, ok := parseDecimal(v)
+	if !ok || n < 1 || n > maxMaxPacket/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+// ---- parsing ----
+
+// token is one word of the command line or of the configuration file.
+type token struct {
+	text string
+	line int // line in the configuration file (from 1); 0 on the command line
+	// commented: on its line, a word starting with '#' came before it (or
+	// it is that word).
+	commented bool
+}
+
+// item is an option occurrence, or a word that is not an option (def nil).
+type item struct {
+	def   *optDef
+	value string
+	tok   token // the token the item starts at
+}
+
+// tokenizeFile splits a configuration file as gearmand does: on spaces, CR
+// and LF only.
+func tokenizeFile(data string) []token {
+	var toks []token
+	line, commented := 1, false
+	start := -1
+	flush := func(end int) {
+		if start >= 0 {
+			w := data[start:end]
+			if w[0] == '#' {
+				commented = true
+			}
+			toks = append(toks, token{text: w, line: line, commented: commented})
+			start = -1
+		}
+	}
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case ' ', '\r':
+			flush(i)
+		case '\n':
+			flush(i)
+			line++
+			commented = false
+		default:
+			if start < 0 {
+				start = i
+			}
+		}
+	}
+	flush(len(data))
+	return toks
+}
+
+func unrecognised(tok string) error {
+	return usagef("unrecognised option '%s'", tok)
+}
+
+func missingArg(d *optDef) error {
+	return usagef("the required argument for option '--%s' is missing", d.long)
+}
+
+// findLong looks a long option up. inFile: abbreviations allowed (a unique
+// prefix) and hidden options unknown, as in gearmand's file parser.
+func findLong(name, tok string, inFile bool) (*optDef, error) {
+	if name == "" {
+		return nil, unrecognised(tok)
+	}
+	if d := longOpts[name]; d != nil && !(inFile && d.hidden) {
+		return d, nil
+	}
+	if !inFile {
+		return nil, unrecognised(tok)
+	}
+	var matches []string
+	for _, d := range optTable {
+		if !d.hidden && strings.HasPrefix(d.long, name) {
+			matches = append(matches, d.long)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, unrecognised(tok)
+	case 1:
+		return longOpts[matches[0]], nil
+	}
+	sort.Strings(matches)
+	var b strings.Builder
+	fmt.Fprintf(&b, "option '%s' is ambiguous and matches ", tok)
+	for _, m := range matches[:len(matches)-1] {
+		fmt.Fprintf(&b, "'--%s', ", m)
+	}
+	fmt.Fprintf(&b, "and '--%s'", matches[len(matches)-1])
+	return nil, &usageError{msg: b.String()}
+}
+
+// nextValue takes the argument of d from toks[i]. Like boost, it takes any
+// word, even one starting with '-', unless the word is exactly a known short
+// option ("-R").
+func nextValue(toks []token, i int, d *optDef) (string, error) {
+	if i >= len(toks) {
+		return "", missingArg(d)
+	}
+	t := toks[i].text
+	if len(t) == 2 && t[0] == '-' && shortOpts[t[1]] != nil {
+		return "", missingArg(d)
+	}
+	return t, nil
+}
+
+// parseTokens does the syntax pass: it finds the options and their values
+// and reports, in order, unknown options, missing or unexpected arguments and
+// (in the file) ambiguous abbreviations.
+func parseTokens(toks []token, inFile bool) ([]item, error) {
+	var items []item
+	afterTerminator := false
+	for i := 0; i < len(toks); i++ {
+		tk := toks[i]
+		t := tk.text
+		if afterTerminator || len(t) < 2 || t[0] != '-' {
+			items = append(items, item{tok: tk})
+			continue
+		}
+		if t == "--" {
+			afterTerminator = true
+			continue
+		}
+		if strings.HasPrefix(t, "--") {
+			name, val, hasEq := strings.Cut(t[2:], "=")
+			if hasEq && val == "" {
+				return nil, usagef("the argument for option '--%s' should follow immediately after the equal sign", name)
+			}
+			d, err := findLong(name, t, inFile)
+			if err != nil {
+				return nil, err
+			}
+			if !d.value {
+				if hasEq {
+					return nil, usagef("option '--%s' does not take any arguments", d.long)
+				}
+				items = append(items, item{def: d, tok: tk})
+				continue
+			}
+			if !hasEq {
+				if val, err = nextValue(toks, i+1, d); err != nil {
+					return nil, err
+				}
+				i++
+			}
+			items = append(items, item{def: d, value: val, tok: tk})
+			continue
+		}
+		// A group of short options: flags, then possibly one option that
+		// takes the rest of the word, or the next word, as its value.
+		for rest := t[1:]; rest != ""; {
+			d := shortOpts[rest[0]]
+			if d == nil {
+				return nil, unrecognised(t)
+			}
+			rest = rest[1:]
+			if !d.value {
+				items = append(items, item{def: d, tok: tk})
+				continue
+			}
+			val := rest
+			if val == "" {
+				var err error
+				if val, err = nextValue(toks, i+1, d); err != nil {
+					return nil, err
+				}
+				i++
+			}
+			items = append(items, item{def: d, value: val, tok: tk})
+			break
+		}
+	}
+	return items, nil
+}
+
+// store applies the items of one source: the command line (file == "") or
+// the configuration file named file.
+func (s *parseState) store(items []item, file string) error {
+	inFile := file != ""
+	seen := map[*optDef]bool{}
+	for _, it := range items {
+		d, v := it.def, it.value
+		if d == nil {
+			switch {
+			case inFile:
+				if !it.tok.commented {
+					s.warnf("ignoring '%s' in configuration file %s (line %d): not an option; write options as on the command line, e.g. --port=4730",
+						it.tok.text, file, it.tok.line)
+				}
+				continue
+			case len(it.tok.text) > 1 && it.tok.text[0] == '@':
+				d, v = optConfigFile, it.tok.text[1:]
+			default:
+				return unrecognised(it.tok.text)
+			}
+		}
+		if inFile && s.fromCmdline[d] {
+			continue // the command line wins; gearmand does not even check the value
+		}
+		if seen[d] {
+			return usagef("option '--%s' cannot be specified more than once", d.long)
+		}
+		seen[d] = true
+		if !inFile {
+			s.fromCmdline[d] = true
+		}
+		if d.refused != "" {
+			return usagef("%s (option '--%s')", d.refused, d.long)
+		}
+		if inFile && d == optConfigFile {
+			continue // gearmand reads one file only
+		}
+		if d.set != nil {
+			if err := d.set(s, v); err != nil {
+				if err == errInvalid {
+					return usagef("the argument ('%s') for option '--%s' is invalid", v, d.long)
+				}
+				return err
+			}
+		}
+		if d.ignored != "" {
+			s.warnf("ignoring --%s: %s", d.long, d.ignored)
+		}
+		if inFile && it.tok.commented {
+			s.warnf("configuration file %s (line %d): '#' does not start a comment in gearmand's format; option '--%s' on that line is applied",
+				file, it.tok.line, d.long)
+		}
+	}
+	return nil
+}
+
+func (s *parseState) warnf(format string, a ...any) {
+	s.o.Warnings = append(s.o.Warnings, fmt.Sprintf(format, a...))
+}
+
+func defaultOptions() *options {
+	return &options{
+		Port:              defaultPort,
+		LogFile:           defaultLogFile,
+		Verbose:           defaultVerbose,
+		Backlog:           defaultBacklog,
+		KeepaliveIdle:     -1,
+		KeepaliveInterval: -1,
+		KeepaliveCount:    -1,
+		QueueType:         defaultQueueType,
+		ConfigFile:        defaultConfigFile,
+		MaxPacket:         defaultMaxPacket,
+	}
+}
+
+// parseArgs parses args (without the program name) and the configuration
+// file they name (or the default one if it exists); the file's values apply
+// only where the command line did not set the option. getenv is os.Getenv in
+// main. Every error is a *usageError.
+func parseArgs(args []string, getenv func(string) string) (*options, error) {
+	s := &parseState{o: defaultOptions(), buckets: 991, fromCmdline: map[*optDef]bool{}}
+	o := s.o
+
+	toks := make([]token, len(args))
+	for i, a := range args {
+		toks[i] = token{text: a}
+	}
+	items, err := parseTokens(toks, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store(items, ""); err != nil {
+		return nil, err
+	}
+
+	if path := o.ConfigFile; path != "" {
+		data, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			inFile := func(err error) error {
+				return usagef("%v (in configuration file %s)", err, path)
+			}
+			items, err := parseTokens(tokenizeFile(string(data)), true)
+			if err != nil {
+				return nil, inFile(err)
+			}
+			if err := s.store(items, path); err != nil {
+				return nil, inFile(err)
+			}
+		case path != defaultConfigFile:
+			return nil, usagef("Could not open configuration file. (%v)", err)
+		case !errors.Is(err, fs.ErrNotExist):
+			s.warnf("ignoring configuration file %s: %v", path, err)
+		}
+	}
+
+	// The checks gearmand makes after parsing, in its order.
+	name := strings.ToUpper(o.Verbose)
+	if _, ok := verboseLevels[name]; !ok {
+		return nil, usagef("Invalid value for --verbose supplied")
+	}
+	o.Verbose = name
+	if s.buckets == 0 {
+		return nil, usagef("hashtable-buckets has to be greater than 0")
+	}
+	if !strings.EqualFold(o.QueueType, defaultQueueType) {
+		return nil, usagef("unknown queue type '%s': only builtin is supported", o.QueueType)
+	}
+	o.QueueType = defaultQueueType
+	if !s.portSet {
+		if env := getenv("GEARMAND_PORT"); env != "" {
+			p, ok := normalizePort(env)
+			if !ok {
+				return nil, usagef("the GEARMAND_PORT environment variable ('%s') is not a valid port", env)
+			}
+			o.Port = p
+		}
+	}
+	switch s.protocol {
+	case "":
+	case "http":
+		s.warnf("ignoring --protocol http: the HTTP protocol is not supported; only Gear is served")
+	default:
+		return nil, usagef("Unknown protocol module : %s", s.protocol)
+	}
+	return o, nil
+}
+
+// verboseLevels orders gearmand's verbose names, from FATAL (0) to DEBUG (7).
+var verboseLevels = map[string]int{
+	"FATAL": 0, "ALERT": 1, "CRITICAL": 2, "ERROR": 3,
+	"WARNING": 4, "NOTICE": 5, "INFO": 6, "DEBUG": 7,
+}
+
+// verboseLevel maps a --verbose name (any case) to 0 (FATAL) .. 7 (DEBUG);
+// an unknown name gives 3 (ERROR), the default.
+func verboseLevel(name string) int {
+	if l, ok := verboseLevels[strings.ToUpper(name)]; ok {
+		return l
+	}
+	return verboseLevels[defaultVerbose]
+}
+
+// ---- help ----
+
+const helpLineLength = 80 // boost's default
+
+// usage writes the help in gearmand's (boost's) layout: groups, then one
+// option per entry with its default, descriptions wrapped at 80 columns.
+func usage(w io.Writer) {
+	width := helpColumnWidth()
+	var b strings.Builder
+	b.WriteString("Allowed options:\n")
+	for _, g := range groupOrder {
+		b.WriteString("\n" + g + ":\n")
+		for _, d := range optTable {
+			if d.group == g && !d.hidden {
+				formatOption(&b, d, width)
+				b.WriteString("\n")
+			}
+		}
+	}
+	b.WriteString("\n")
+	io.WriteString(w, b.String())
+}
+
+// helpFirstColumn is "  -b [ --backlog ] arg (=32)".
+func helpFirstColumn(d *optDef) string {
+	name := "--" + d.long
+	if d.short != 0 {
+		name = fmt.Sprintf("-%c [ --%s ]", d.short, d.long)
+	}
+	param := ""
+	if d.value {
+		param = "arg"
+		if d.dflt != "" {
+			param += " (=" + d.dflt + ")"
+		}
+	}
+	return "  " + name + " " + param
+}
+
+func helpColumnWidth() int {
+	width := 0
+	for _, d := range optTable {
+		if !d.hidden {
+			width = max(width, len(helpFirstColumn(d)))
+		}
+	}
+	return min(width, helpLineLength/2-1) + 1
+}
+
+func formatOption(b *strings.Builder, d *optDef, width int) {
+	col := helpFirstColumn(d)
+	b.WriteString(col)
+	if d.help == "" {
+		return
+	}
+	if len(col) >= width {
+		b.WriteString("\n" + strings.Repeat(" ", width))
+	} else {
+		b.WriteString(strings.Repeat(" ", width-len(col)))
+	}
+	// boost uses one column less than the line length for descriptions.
+	formatParagraph(b, d.help, width, helpLineLength-1)
+}
+
+// formatParagraph wraps text as boost's format_paragraph does: chunks of
+// lineLength-indent bytes, broken after the last space if that space is in
+// the chunk's second half, continuation lines indented.
+func formatParagraph(b *strings.Builder, text string, indent, lineLength int) {
+	lineLength -= indent
+	for first := true; text != ""; first = false {
+		if !first && text[0] == ' ' && len(text) > 1 && text[1] != ' ' {
+			text = text[1:]
+		}
+		end := min(len(text), lineLength)
+		if text[end-1] != ' ' && end < len(text) && text[end] != ' ' {
+			if sp := strings.LastIndexByte(text[:end], ' ') + 1; sp > 0 && end-sp < lineLength/2 {
+				end = sp
+			}
+		}
+		b.WriteString(text[:end])
+		text = text[end:]
+		if text != "" {
+			b.WriteString("\n" + strings.Repeat(" ", indent))
+		}
+	}
+}

@@ -1,0 +1,744 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// isolate points the default configuration file at a path that does not
+// exist, so that the machine's /etc/gearmand.conf cannot leak into a test.
+func isolate(t *testing.T) string {
+	t.Helper()
+	old := defaultConfigFile
+	defaultConfigFile = filepath.Join(t.TempDir(), "gearmand.conf")
+	t.Cleanup(func() { defaultConfigFile = old })
+	return defaultConfigFile
+}
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// want builds the expected options: the defaults changed by f.
+func want(f func(o *options)) func() *options {
+	return func() *options {
+		o := defaultOptions()
+		if f != nil {
+			f(o)
+		}
+		return o
+	}
+}
+
+func checkOptions(t *testing.T, got, exp *options) {
+	t.Helper()
+	if !reflect.DeepEqual(got, exp) {
+		gv, ev := reflect.ValueOf(*got), reflect.ValueOf(*exp)
+		for i := 0; i < gv.NumField(); i++ {
+			if !reflect.DeepEqual(gv.Field(i).Interface(), ev.Field(i).Interface()) {
+				t.Errorf("%s = %#v, want %#v", gv.Type().Field(i).Name, gv.Field(i).Interface(), ev.Field(i).Interface())
+			}
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg := isolate(t)
+	o, err := parseArgs(nil, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := &options{
+		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
+		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
+		QueueType: "builtin", ConfigFile: cfg, MaxPacket: 64 << 20,
+	}
+	checkOptions(t, o, exp)
+}
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func() *options
+	}{
+		{"no args", nil, nil, want(nil)},
+
+		// -p/--port in every syntax, service names, GEARMAND_PORT.
+		{"-p N", []string{"-p", "4731"}, nil, want(func(o *options) { o.Port = "4731" })},
+		{"-pN", []string{"-p4731"}, nil, want(func(o *options) { o.Port = "4731" })},
+		{"--port N", []string{"--port", "4731"}, nil, want(func(o *options) { o.Port = "4731" })},
+		{"--port=N", []string{"--port=4731"}, nil, want(func(o *options) { o.Port = "4731" })},
+		{"port 0", []string{"-p", "0"}, nil, want(func(o *options) { o.Port = "0" })},
+		{"port 65535", []string{"-p", "65535"}, nil, want(func(o *options) { o.Port = "65535" })},
+		{"port leading zero", []string{"-p", "04731"}, nil, want(func(o *options) { o.Port = "4731" })},
+		{"port service name", []string{"-p", "http"}, nil, want(func(o *options) { o.Port = "80" })},
+		{"empty port is the default", []string{"-p", ""}, nil, want(nil)},
+		{"env port", nil, map[string]string{"GEARMAND_PORT": "5000"}, want(func(o *options) { o.Port = "5000" })},
+		{"env port service", nil, map[string]string{"GEARMAND_PORT": "https"}, want(func(o *options) { o.Port = "443" })},
+		{"empty env port", nil, map[string]string{"GEARMAND_PORT": ""}, want(nil)},
+		{"flag beats env", []string{"-p", "4731"}, map[string]string{"GEARMAND_PORT": "5000"}, want(func(o *options) { o.Port = "4731" })},
+		{"explicit default flag beats env", []string{"--port=4730"}, map[string]string{"GEARMAND_PORT": "5000"}, want(nil)},
+
+		{"-L", []string{"-L", "127.0.0.1"}, nil, want(func(o *options) { o.Listen = "127.0.0.1" })},
+		{"-Laddr", []string{"-L127.0.0.1"}, nil, want(func(o *options) { o.Listen = "127.0.0.1" })},
+		{"--listen=", []string{"--listen=::1"}, nil, want(func(o *options) { o.Listen = "::1" })},
+		{"--listen ", []string{"--listen", "localhost"}, nil, want(func(o *options) { o.Listen = "localhost" })},
+
+		{"-t", []string{"-t", "8"}, nil, want(func(o *options) { o.Threads = 8 })},
+		{"-tN", []string{"-t8"}, nil, want(func(o *options) { o.Threads = 8 })},
+		{"--threads N", []string{"--threads", "8"}, nil, want(func(o *options) { o.Threads = 8 })},
+		{"--threads=N", []string{"--threads=8"}, nil, want(func(o *options) { o.Threads = 8 })},
+		{"threads 0", []string{"-t", "0"}, nil, want(nil)},
+		{"threads +4", []string{"-t", "+4"}, nil, want(func(o *options) { o.Threads = 4 })},
+		{"threads 010 is decimal", []string{"-t", "010"}, nil, want(func(o *options) { o.Threads = 10 })},
+
+		{"-j", []string{"-j", "3"}, nil, want(func(o *options) { o.JobRetries = 3 })},
+		{"-jN", []string{"-j3"}, nil, want(func(o *options) { o.JobRetries = 3 })},
+		{"--job-retries N", []string{"--job-retries", "3"}, nil, want(func(o *options) { o.JobRetries = 3 })},
+		{"--job-retries=N", []string{"--job-retries=3"}, nil, want(func(o *options) { o.JobRetries = 3 })},
+
+		{"-w", []string{"-w", "2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
+		{"-wN", []string{"-w2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
+		{"--worker-wakeup N", []string{"--worker-wakeup", "2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
+		{"--worker-wakeup=N", []string{"--worker-wakeup=2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
+
+		{"-R", []string{"-R"}, nil, want(func(o *options) { o.RoundRobin = true })},
+		{"--round-robin", []string{"--round-robin"}, nil, want(func(o *options) { o.RoundRobin = true })},
+
+		{"--job-handle-prefix X", []string{"--job-handle-prefix", "J:x"}, nil, want(func(o *options) { o.JobHandlePrefix = "J:x" })},
+		{"--job-handle-prefix=X", []string{"--job-handle-prefix=J:x"}, nil, want(func(o *options) { o.JobHandlePrefix = "J:x" })},
+		// boost takes the next word even if it looks like a long option.
+		{"value looking like a long option", []string{"--job-handle-prefix", "--exceptions"}, nil,
+			want(func(o *options) { o.JobHandlePrefix = "--exceptions" })},
+		// ... or like an unknown short option.
+		{"value looking like an unknown short option", []string{"-L", "-x"}, nil, want(func(o *options) { o.Listen = "-x" })},
+
+		{"--exceptions", []string{"--exceptions"}, nil, want(func(o *options) { o.Exceptions = true })},
+
+		{"-l path", []string{"-l", "/tmp/g.log"}, nil, want(func(o *options) { o.LogFile = "/tmp/g.log" })},
+		{"-lpath", []string{"-l/tmp/g.log"}, nil, want(func(o *options) { o.LogFile = "/tmp/g.log" })},
+		{"--log-file none", []string{"--log-file", "none"}, nil, want(func(o *options) { o.LogFile = "none" })},
+		{"--log-file=stderr", []string{"--log-file=stderr"}, nil, want(nil)},
+		{"-l empty is none", []string{"-l", ""}, nil, want(func(o *options) { o.LogFile = "none" })},
+		{"-l STDERR is a file", []string{"-l", "STDERR"}, nil, want(func(o *options) { o.LogFile = "STDERR" })},
+
+		{"-P", []string{"-P", "/run/g.pid"}, nil, want(func(o *options) { o.PidFile = "/run/g.pid" })},
+		{"-Ppath", []string{"-P/run/g.pid"}, nil, want(func(o *options) { o.PidFile = "/run/g.pid" })},
+		{"--pid-file N", []string{"--pid-file", "/run/g.pid"}, nil, want(func(o *options) { o.PidFile = "/run/g.pid" })},
+		{"--pid-file=N", []string{"--pid-file=/run/g.pid"}, nil, want(func(o *options) { o.PidFile = "/run/g.pid" })},
+
+		{"-d", []string{"-d"}, nil, want(func(o *options) { o.Daemon = true })},
+		{"--daemon", []string{"--daemon"}, nil, want(func(o *options) { o.Daemon = true })},
+
+		{"--verbose N", []string{"--verbose", "INFO"}, nil, want(func(o *options) { o.Verbose = "INFO" })},
+		{"--verbose=N", []string{"--verbose=DEBUG"}, nil, want(func(o *options) { o.Verbose = "DEBUG" })},
+		{"--verbose lower case", []string{"--verbose", "warning"}, nil, want(func(o *options) { o.Verbose = "WARNING" })},
+		{"--verbose mixed case", []string{"--verbose=Critical"}, nil, want(func(o *options) { o.Verbose = "CRITICAL" })},
+		{"--verbose FATAL", []string{"--verbose", "FATAL"}, nil, want(func(o *options) { o.Verbose = "FATAL" })},
+		{"--verbose ALERT", []string{"--verbose", "ALERT"}, nil, want(func(o *options) { o.Verbose = "ALERT" })},
+		{"--verbose NOTICE", []string{"--verbose", "NOTICE"}, nil, want(func(o *options) { o.Verbose = "NOTICE" })},
+		{"--verbose ERROR", []string{"--verbose", "ERROR"}, nil, want(nil)},
+
+		{"-V", []string{"-V"}, nil, want(func(o *options) { o.Version = true })},
+		{"--version", []string{"--version"}, nil, want(func(o *options) { o.Version = true })},
+		{"-h", []string{"-h"}, nil, want(func(o *options) { o.Help = true })},
+		{"--help", []string{"--help"}, nil, want(func(o *options) { o.Help = true })},
+		{"-h -V", []string{"-h", "-V"}, nil, want(func(o *options) { o.Help = true; o.Version = true })},
+		{"--check-args", []string{"--check-args"}, nil, want(func(o *options) { o.CheckArgs = true })},
+
+		{"-b", []string{"-b", "128"}, nil, want(func(o *options) { o.Backlog = 128 })},
+		{"-bN", []string{"-b128"}, nil, want(func(o *options) { o.Backlog = 128 })},
+		{"--backlog N", []string{"--backlog", "0"}, nil, want(func(o *options) { o.Backlog = 0 })},
+		{"--backlog=N", []string{"--backlog=128"}, nil, want(func(o *options) { o.Backlog = 128 })},
+
+		{"--keepalive", []string{"--keepalive"}, nil, want(func(o *options) { o.Keepalive = true })},
+		{"--keepalive-idle N", []string{"--keepalive-idle", "60"}, nil, want(func(o *options) { o.KeepaliveIdle = 60 })},
+		{"--keepalive-idle=N", []string{"--keepalive-idle=60"}, nil, want(func(o *options) { o.KeepaliveIdle = 60 })},
+		{"--keepalive-idle -1", []string{"--keepalive-idle", "-1"}, nil, want(nil)},
+		{"--keepalive-interval N", []string{"--keepalive-interval", "10"}, nil, want(func(o *options) { o.KeepaliveInterval = 10 })},
+		{"--keepalive-interval=N", []string{"--keepalive-interval=32767"}, nil, want(func(o *options) { o.KeepaliveInterval = 32767 })},
+		{"--keepalive-count N", []string{"--keepalive-count", "5"}, nil, want(func(o *options) { o.KeepaliveCount = 5 })},
+		{"--keepalive-count=N", []string{"--keepalive-count=127"}, nil, want(func(o *options) { o.KeepaliveCount = 127 })},
+		{"all keepalive", []string{"--keepalive", "--keepalive-idle=1", "--keepalive-interval", "2", "--keepalive-count=3"}, nil,
+			want(func(o *options) { o.Keepalive, o.KeepaliveIdle, o.KeepaliveInterval, o.KeepaliveCount = true, 1, 2, 3 })},
+
+		{"-u", []string{"-u", "nobody"}, nil, want(func(o *options) { o.User = "nobody" })},
+		{"-uname", []string{"-unobody"}, nil, want(func(o *options) { o.User = "nobody" })},
+		{"--user N", []string{"--user", "nobody"}, nil, want(func(o *options) { o.User = "nobody" })},
+		{"--user=N", []string{"--user=nobody"}, nil, want(func(o *options) { o.User = "nobody" })},
+
+		{"-q builtin", []string{"-q", "builtin"}, nil, want(nil)},
+		{"-qbuiltin", []string{"-qbuiltin"}, nil, want(nil)},
+		{"--queue-type builtin", []string{"--queue-type", "builtin"}, nil, want(nil)},
+		{"--queue-type=BUILTIN", []string{"--queue-type=BUILTIN"}, nil, want(nil)},
+
+		{"-f", []string{"-f", "1024"}, nil, want(func(o *options) { o.FileDescriptors = 1024 })},
+		{"-fN", []string{"-f1024"}, nil, want(func(o *options) { o.FileDescriptors = 1024 })},
+		{"--file-descriptors N", []string{"--file-descriptors", "0"}, nil, want(nil)},
+		{"--file-descriptors=N", []string{"--file-descriptors=65536"}, nil, want(func(o *options) { o.FileDescriptors = 65536 })},
+
+		{"--max-packet bytes", []string{"--max-packet", "1000"}, nil, want(func(o *options) { o.MaxPacket = 1000 })},
+		{"--max-packet=K", []string{"--max-packet=512K"}, nil, want(func(o *options) { o.MaxPacket = 512 << 10 })},
+		{"--max-packet m", []string{"--max-packet", "16m"}, nil, want(func(o *options) { o.MaxPacket = 16 << 20 })},
+		{"--max-packet G", []string{"--max-packet", "1G"}, nil, want(func(o *options) { o.MaxPacket = 1 << 30 })},
+		{"--max-packet 4G", []string{"--max-packet", "4g"}, nil, want(func(o *options) { o.MaxPacket = 4 << 30 })},
+		{"--max-packet 1", []string{"--max-packet", "1"}, nil, want(func(o *options) { o.MaxPacket = 1 })},
+
+		// Grouped short options, as boost allows.
+		{"-dR", []string{"-dR"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
+		{"-Rd", []string{"-Rd"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
+		{"-Rp4731", []string{"-Rp4731"}, nil, want(func(o *options) { o.RoundRobin, o.Port = true, "4731" })},
+		{"-Rp 4731", []string{"-Rp", "4731"}, nil, want(func(o *options) { o.RoundRobin, o.Port = true, "4731" })},
+		{"-dRt2", []string{"-dRt2"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin, o.Threads = true, true, 2 })},
+		{"-pR is port R", []string{"-p", "http", "-Lx"}, nil, want(func(o *options) { o.Port, o.Listen = "80", "x" })},
+		{"-- at the end", []string{"-R", "--"}, nil, want(func(o *options) { o.RoundRobin = true })},
+
+		{"everything", []string{
+			"-p", "4731", "-L", "127.0.0.1", "-t", "2", "-j", "3", "-w", "1", "-R", "--job-handle-prefix", "P",
+			"--exceptions", "-l", "none", "-P", "/x.pid", "-d", "--verbose", "INFO", "-b", "64", "--keepalive",
+			"--keepalive-idle", "30", "--keepalive-interval", "5", "--keepalive-count", "4", "-u", "nobody",
+			"-q", "builtin", "-f", "4096", "--max-packet", "1M", "--config-file", "",
+		}, nil, want(func(o *options) {
+			o.Port, o.Listen, o.Threads, o.JobRetries, o.WorkerWakeup, o.RoundRobin = "4731", "127.0.0.1", 2, 3, 1, true
+			o.JobHandlePrefix, o.Exceptions, o.LogFile, o.PidFile, o.Daemon, o.Verbose = "P", true, "none", "/x.pid", true, "INFO"
+			o.Backlog, o.Keepalive, o.KeepaliveIdle, o.KeepaliveInterval, o.KeepaliveCount = 64, true, 30, 5, 4
+			o.User, o.FileDescriptors, o.MaxPacket, o.ConfigFile = "nobody", 4096, 1<<20, ""
+		})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			isolate(t)
+			o, err := parseArgs(tc.args, envOf(tc.env))
+			if err != nil {
+				t.Fatalf("parseArgs(%q): %v", tc.args, err)
+			}
+			checkOptions(t, o, tc.want())
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		args []string
+		warn []string
+	}{
+		{[]string{"--syslog"}, []string{"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file"}},
+		{[]string{"--coredump"}, []string{"ignoring --coredump: core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)"}},
+		{[]string{"--hashtable-buckets", "1733003"}, []string{"ignoring --hashtable-buckets: switchyard's job tables grow as needed"}},
+		{[]string{"--hashtable-buckets=5"}, []string{"ignoring --hashtable-buckets: switchyard's job tables grow as needed"}},
+		{[]string{"-r", "http"}, []string{"ignoring --protocol http: the HTTP protocol is not supported; only Gear is served"}},
+		{[]string{"--protocol=http"}, []string{"ignoring --protocol http: the HTTP protocol is not supported; only Gear is served"}},
+		{[]string{"-rhttp"}, []string{"ignoring --protocol http: the HTTP protocol is not supported; only Gear is served"}},
+		{[]string{"-r", ""}, nil},
+		{[]string{"--http-port", "8080"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
+		{[]string{"--http-port=abc"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
+		{[]string{"--libmemcached-servers", "a:1,b:2"}, []string{"ignoring --libmemcached-servers: only the builtin queue is supported"}},
+		{[]string{"--libmemcached-prefix=x"}, []string{"ignoring --libmemcached-prefix: only the builtin queue is supported"}},
+		{[]string{"--libsqlite3-db", "/q.db"}, []string{"ignoring --libsqlite3-db: only the builtin queue is supported"}},
+		{[]string{"--libsqlite3-table=t"}, []string{"ignoring --libsqlite3-table: only the builtin queue is supported"}},
+		{[]string{"--store-queue-on-shutdown"}, []string{"ignoring --store-queue-on-shutdown: only the builtin queue is supported"}},
+		{[]string{"--libpq-conninfo", "host=x"}, []string{"ignoring --libpq-conninfo: only the builtin queue is supported"}},
+		{[]string{"--libpq-table=t"}, []string{"ignoring --libpq-table: only the builtin queue is supported"}},
+		{[]string{"--redis-server", "r"}, []string{"ignoring --redis-server: only the builtin queue is supported"}},
+		{[]string{"--redis-port=abc"}, []string{"ignoring --redis-port: only the builtin queue is supported"}},
+		{[]string{"--redis-password", "secret"}, []string{"ignoring --redis-password: only the builtin queue is supported"}},
+		{[]string{"--redis-prefix=p"}, []string{"ignoring --redis-prefix: only the builtin queue is supported"}},
+		{[]string{"--mysql-host", "h"}, []string{"ignoring --mysql-host: only the builtin queue is supported"}},
+		{[]string{"--mysql-port=3306"}, []string{"ignoring --mysql-port: only the builtin queue is supported"}},
+		{[]string{"--mysql-user", "u"}, []string{"ignoring --mysql-user: only the builtin queue is supported"}},
+		{[]string{"--mysql-password", "secret"}, []string{"ignoring --mysql-password: only the builtin queue is supported"}},
+		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin queue is supported"}},
+		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin queue is supported"}},
+		{[]string{"--syslog", "-R", "--coredump"}, []string{
+			"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file",
+			"ignoring --coredump: core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			isolate(t)
+			o, err := parseArgs(tc.args, envOf(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(o.Warnings, tc.warn) {
+				t.Errorf("warnings = %q, want %q", o.Warnings, tc.warn)
+			}
+			for _, w := range o.Warnings {
+				if strings.Contains(w, "secret") {
+					t.Errorf("warning leaks a value: %q", w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		msg  string
+	}{
+		// Syntax, with boost's wording.
+		{[]string{"--foo"}, nil, "unrecognised option '--foo'"},
+		{[]string{"--foo=1"}, nil, "unrecognised option '--foo=1'"},
+		{[]string{"-x"}, nil, "unrecognised option '-x'"},
+		{[]string{"-v"}, nil, "unrecognised option '-v'"},
+		{[]string{"-vvv"}, nil, "unrecognised option '-vvv'"},
+		{[]string{"-Rx"}, nil, "unrecognised option '-Rx'"},
+		{[]string{"-dRx"}, nil, "unrecognised option '-dRx'"},
+		{[]string{"-R1"}, nil, "unrecognised option '-R1'"},
+		{[]string{"-R=1"}, nil, "unrecognised option '-R=1'"},
+		{[]string{"positional"}, nil, "unrecognised option 'positional'"},
+		{[]string{"-"}, nil, "unrecognised option '-'"},
+		{[]string{"@"}, nil, "unrecognised option '@'"},
+		{[]string{"--", "-R"}, nil, "unrecognised option '-R'"},
+		{[]string{"--=5"}, nil, "unrecognised option '--=5'"},
+		{[]string{"---port=1"}, nil, "unrecognised option '---port=1'"},
+		{[]string{"--por", "4731"}, nil, "unrecognised option '--por'"}, // no abbreviations on the command line
+		{[]string{"--PORT=4731"}, nil, "unrecognised option '--PORT=4731'"},
+		{[]string{"--check-args=1"}, nil, "option '--check-args' does not take any arguments"},
+		{[]string{"--port"}, nil, "the required argument for option '--port' is missing"},
+		{[]string{"-p"}, nil, "the required argument for option '--port' is missing"},
+		{[]string{"-p", "-R"}, nil, "the required argument for option '--port' is missing"},
+		{[]string{"-l", "-L", "x"}, nil, "the required argument for option '--log-file' is missing"},
+		{[]string{"-Rt"}, nil, "the required argument for option '--threads' is missing"},
+		{[]string{"--verbose"}, nil, "the required argument for option '--verbose' is missing"},
+		{[]string{"--ssl-key"}, nil, "the required argument for option '--ssl-key' is missing"},
+		{[]string{"--port="}, nil, "the argument for option '--port' should follow immediately after the equal sign"},
+		{[]string{"--foo="}, nil, "the argument for option '--foo' should follow immediately after the equal sign"},
+		{[]string{"--exceptions="}, nil, "the argument for option '--exceptions' should follow immediately after the equal sign"},
+		{[]string{"--exceptions=1"}, nil, "option '--exceptions' does not take any arguments"},
+		{[]string{"--round-robin=yes"}, nil, "option '--round-robin' does not take any arguments"},
+		{[]string{"--store-queue-on-shutdown=1"}, nil, "option '--store-queue-on-shutdown' does not take any arguments"},
+
+		// Repeated options.
+		{[]string{"-p", "1", "-p", "2"}, nil, "option '--port' cannot be specified more than once"},
+		{[]string{"-p", "1", "--port=2"}, nil, "option '--port' cannot be specified more than once"},
+		{[]string{"-R", "-R"}, nil, "option '--round-robin' cannot be specified more than once"},
+		{[]string{"-RR"}, nil, "option '--round-robin' cannot be specified more than once"},
+		{[]string{"--exceptions", "--exceptions"}, nil, "option '--exceptions' cannot be specified more than once"},
+		{[]string{"--syslog", "--syslog"}, nil, "option '--syslog' cannot be specified more than once"},
+		{[]string{"-h", "--help"}, nil, "option '--help' cannot be specified more than once"},
+		{[]string{"-V", "-V"}, nil, "option '--version' cannot be specified more than once"},
+		{[]string{"--config-file", "a", "--config-file", "b"}, nil, "option '--config-file' cannot be specified more than once"},
+		{[]string{"@a", "--config-file=b"}, nil, "option '--config-file' cannot be specified more than once"},
+
+		// Invalid values.
+		{[]string{"-p", "abc"}, nil, "the argument ('abc') for option '--port' is invalid"},
+		{[]string{"-p", "65536"}, nil, "the argument ('65536') for option '--port' is invalid"},
+		{[]string{"-p", "-1"}, nil, "the argument ('-1') for option '--port' is invalid"},
+		{[]string{"-p", "+80"}, nil, "the argument ('+80') for option '--port' is invalid"},
+		{[]string{"-p", "-x"}, nil, "the argument ('-x') for option '--port' is invalid"},
+		{[]string{"-t", "abc"}, nil, "the argument ('abc') for option '--threads' is invalid"},
+		{[]string{"-t", "-1"}, nil, "the argument ('-1') for option '--threads' is invalid"},
+		{[]string{"-t", "0x10"}, nil, "the argument ('0x10') for option '--threads' is invalid"},
+		{[]string{"-t", " 4"}, nil, "the argument (' 4') for option '--threads' is invalid"},
+		{[]string{"-t", ""}, nil, "the argument ('') for option '--threads' is invalid"},
+		{[]string{"-t", "99999999999"}, nil, "the argument ('99999999999') for option '--threads' is invalid"},
+		{[]string{"-t", "-dR"}, nil, "the argument ('-dR') for option '--threads' is invalid"},
+		{[]string{"-t", "--"}, nil, "the argument ('--') for option '--threads' is invalid"},
+		{[]string{"-j", "1.5"}, nil, "the argument ('1.5') for option '--job-retries' is invalid"},
+		{[]string{"-j", "-1"}, nil, "the argument ('-1') for option '--job-retries' is invalid"},
+		{[]string{"-w", "x"}, nil, "the argument ('x') for option '--worker-wakeup' is invalid"},
+		{[]string{"-w", "-1"}, nil, "the argument ('-1') for option '--worker-wakeup' is invalid"},
+		{[]string{"-b", "-1"}, nil, "the argument ('-1') for option '--backlog' is invalid"},
+		{[]string{"-b", "abc"}, nil, "the argument ('abc') for option '--backlog' is invalid"},
+		{[]string{"-b", "99999999999"}, nil, "the argument ('99999999999') for option '--backlog' is invalid"},
+		{[]string{"-f", "abc"}, nil, "the argument ('abc') for option '--file-descriptors' is invalid"},
+		{[]string{"-f", "-1"}, nil, "the argument ('-1') for option '--file-descriptors' is invalid"},
+		{[]string{"--keepalive-idle", "abc"}, nil, "the argument ('abc') for option '--keepalive-idle' is invalid"},
+		{[]string{"--keepalive-idle", "0"}, nil, "the argument ('0') for option '--keepalive-idle' is invalid"},
+		{[]string{"--keepalive-idle", "-5"}, nil, "the argument ('-5') for option '--keepalive-idle' is invalid"},
+		{[]string{"--keepalive-idle", "32768"}, nil, "the argument ('32768') for option '--keepalive-idle' is invalid"},
+		{[]string{"--keepalive-interval", "0"}, nil, "the argument ('0') for option '--keepalive-interval' is invalid"},
+		{[]string{"--keepalive-count", "128"}, nil, "the argument ('128') for option '--keepalive-count' is invalid"},
+		{[]string{"--keepalive-count", "x"}, nil, "the argument ('x') for option '--keepalive-count' is invalid"},
+		{[]string{"--hashtable-buckets", "abc"}, nil, "the argument ('abc') for option '--hashtable-buckets' is invalid"},
+		{[]string{"--hashtable-buckets", "-1"}, nil, "the argument ('-1') for option '--hashtable-buckets' is invalid"},
+		{[]string{"--hashtable-buckets", "0"}, nil, "hashtable-buckets has to be greater than 0"},
+		{[]string{"--mysql-port", "abc"}, nil, "the argument ('abc') for option '--mysql-port' is invalid"},
+		{[]string{"--max-packet", "0"}, nil, "the argument ('0') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "5X"}, nil, "the argument ('5X') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "K"}, nil, "the argument ('K') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "-1M"}, nil, "the argument ('-1M') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "5G"}, nil, "the argument ('5G') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "4294967297"}, nil, "the argument ('4294967297') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "1.5M"}, nil, "the argument ('1.5M') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--verbose", "bad"}, nil, "Invalid value for --verbose supplied"},
+		{[]string{"--verbose", ""}, nil, "Invalid value for --verbose supplied"},
+		{[]string{"-q", "mysql"}, nil, "unknown queue type 'mysql': only builtin is supported"},
+		{[]string{"--queue-type=" + "libsqlite3"}, nil, "unknown queue type 'libsqlite3': only builtin is supported"},
+		{[]string{"-q", ""}, nil, "unknown queue type '': only builtin is supported"},
+		{[]string{"-r", "gear"}, nil, "Unknown protocol module : gear"},
+		{[]string{"--protocol=HTTP"}, nil, "Unknown protocol module : HTTP"},
+		{nil, map[string]string{"GEARMAND_PORT": "abc"}, "the GEARMAND_PORT environment variable ('abc') is not a valid port"},
+		{nil, map[string]string{"GEARMAND_PORT": "70000"}, "the GEARMAND_PORT environment variable ('70000') is not a valid port"},
+
+		// TLS must not silently become plain text.
+		{[]string{"--ssl"}, nil, "TLS is not supported (option '--ssl')"},
+		{[]string{"--ssl-ca-file", "/ca.pem"}, nil, "TLS is not supported (option '--ssl-ca-file')"},
+		{[]string{"--ssl-certificate=/c.pem"}, nil, "TLS is not supported (option '--ssl-certificate')"},
+		{[]string{"--ssl-key", "/k.pem"}, nil, "TLS is not supported (option '--ssl-key')"},
+
+		// gearmand's order: syntax errors first, then in argument order.
+		{[]string{"-t", "abc", "--foo"}, nil, "unrecognised option '--foo'"},
+		{[]string{"positional", "--foo"}, nil, "unrecognised option '--foo'"},
+		{[]string{"-t", "abc", "-t", "5"}, nil, "the argument ('abc') for option '--threads' is invalid"},
+		{[]string{"-t", "5", "-t", "abc"}, nil, "option '--threads' cannot be specified more than once"},
+		{[]string{"-t", "1", "positional", "-t", "2"}, nil, "unrecognised option 'positional'"},
+		{[]string{"-t", "abc", "positional"}, nil, "the argument ('abc') for option '--threads' is invalid"},
+		{[]string{"-t", "abc", "-b", "xyz"}, nil, "the argument ('abc') for option '--threads' is invalid"},
+		{[]string{"--verbose", "x", "-t", "abc"}, nil, "the argument ('abc') for option '--threads' is invalid"},
+		{[]string{"--check-args", "-t", "x"}, nil, "the argument ('x') for option '--threads' is invalid"},
+		{[]string{"-h", "--verbose", "x"}, nil, "Invalid value for --verbose supplied"},
+		{[]string{"--verbose", "x", "-q", "mysql"}, nil, "Invalid value for --verbose supplied"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			isolate(t)
+			o, err := parseArgs(tc.args, envOf(tc.env))
+			if err == nil {
+				t.Fatalf("parseArgs(%q) = %+v, want error %q", tc.args, o, tc.msg)
+			}
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("error %T %v is not a *usageError", err, err)
+			}
+			if err.Error() != tc.msg {
+				t.Errorf("error %q, want %q", err.Error(), tc.msg)
+			}
+		})
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		args    []string // the file is given with --config-file before these
+		env     map[string]string
+		want    func() *options // ConfigFile is filled in by the test
+		warn    []string        // "%s" is replaced by the file's path
+		wantErr string          // ditto
+	}{
+		{name: "--port=N", file: "--port=4731\n", want: want(func(o *options) { o.Port = "4731" })},
+		{name: "--port N", file: "--port 4731\n", want: want(func(o *options) { o.Port = "4731" })},
+		{name: "-p N", file: "-p 4731", want: want(func(o *options) { o.Port = "4731" })},
+		{name: "-pN", file: "-p4731", want: want(func(o *options) { o.Port = "4731" })},
+		{name: "value on the next line", file: "--port\n4731\n", want: want(func(o *options) { o.Port = "4731" })},
+		{name: "CRLF and blank lines", file: "\r\n-p 4731\r\n\r\n-R\r\n", want: want(func(o *options) { o.Port, o.RoundRobin = "4731", true })},
+		{name: "several per line", file: "--port=4731 -R --exceptions -t 3 -dj2\n",
+			want: want(func(o *options) {
+				o.Port, o.RoundRobin, o.Exceptions, o.Threads, o.Daemon, o.JobRetries = "4731", true, true, 3, true, 2
+			})},
+		{name: "abbreviation", file: "--por=4731 --round\n--exc", want: want(func(o *options) { o.Port, o.RoundRobin, o.Exceptions = "4731", true, true })},
+		{name: "exact name wins over longer ones", file: "--keepalive", want: want(func(o *options) { o.Keepalive = true })},
+		{name: "ignored options warn", file: "--syslog --mysql-host=db\n",
+			warn: []string{
+				"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file",
+				"ignoring --mysql-host: only the builtin queue is supported",
+			},
+			want: want(nil)},
+		{name: "port=N is not an option", file: "port=4731\n", want: want(nil),
+			warn: []string{"ignoring 'port=4731' in configuration file %s (line 1): not an option; write options as on the command line, e.g. --port=4730"}},
+		{name: "comment line", file: "# gearmand settings\n--port=4731\n", want: want(func(o *options) { o.Port = "4731" })},
+		{name: "option after # on a line", file: "-R # round robin -p 4731\n-t 2",
+			want: want(func(o *options) { o.Port, o.RoundRobin, o.Threads = "4731", true, 2 }),
+			warn: []string{"configuration file %s (line 1): '#' does not start a comment in gearmand's format; option '--port' on that line is applied"}},
+		{name: "commented-out option still applies", file: "# -p 4731\n-R\n",
+			want: want(func(o *options) { o.Port, o.RoundRobin = "4731", true }),
+			warn: []string{"configuration file %s (line 1): '#' does not start a comment in gearmand's format; option '--port' on that line is applied"}},
+		{name: "help in the file", file: "--help", want: want(func(o *options) { o.Help = true })},
+		{name: "config-file in the file is ignored", file: "--config-file=/nonexistent -R", want: want(func(o *options) { o.RoundRobin = true })},
+		{name: "empty file", file: "", want: want(nil)},
+
+		// Precedence: the command line wins, silently, without validating the file's value.
+		{name: "command line wins", file: "-p 4731 -t 3\n", args: []string{"-p", "4732"},
+			want: want(func(o *options) { o.Port, o.Threads = "4732", 3 })},
+		{name: "command line wins over bad file values", file: "-t abc -t 2 -b x\n", args: []string{"-t", "1", "-b", "5"},
+			want: want(func(o *options) { o.Threads, o.Backlog = 1, 5 })},
+		{name: "file flag and command-line flag", file: "-R --syslog", args: []string{"-R", "--syslog"},
+			want: want(func(o *options) { o.RoundRobin = true }),
+			warn: []string{"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file"}},
+		{name: "file port beats env", file: "-p 4731", env: map[string]string{"GEARMAND_PORT": "5000"},
+			want: want(func(o *options) { o.Port = "4731" })},
+		{name: "env when neither sets the port", file: "-R", env: map[string]string{"GEARMAND_PORT": "5000"},
+			want: want(func(o *options) { o.Port, o.RoundRobin = "5000", true })},
+		{name: "file verbose", file: "--verbose=info", want: want(func(o *options) { o.Verbose = "INFO" })},
+
+		// Errors, with gearmand's text and the file named.
+		{name: "tab is not a separator", file: "--port\t4731\n", wantErr: "unrecognised option '--port\t4731' (in configuration file %s)"},
+		{name: "unknown option", file: "--foo=1", wantErr: "unrecognised option '--foo=1' (in configuration file %s)"},
+		{name: "ambiguous", file: "--keepalive-i=5", wantErr: "option '--keepalive-i=5' is ambiguous and matches '--keepalive-idle', and '--keepalive-interval' (in configuration file %s)"},
+		{name: "ambiguous, three", file: "--p 1", wantErr: "option '--p' is ambiguous and matches '--pid-file', '--port', and '--protocol' (in configuration file %s)"},
+		{name: "hidden option", file: "--check-args", wantErr: "unrecognised option '--check-args' (in configuration file %s)"},
+		{name: "repeated in the file", file: "--port=4731\n--port=4732\n", wantErr: "option '--port' cannot be specified more than once (in configuration file %s)"},
+		{name: "missing value", file: "-t\n-p\n", wantErr: "the required argument for option '--threads' is missing (in configuration file %s)"},
+		{name: "invalid value", file: "-t abc", wantErr: "the argument ('abc') for option '--threads' is invalid (in configuration file %s)"},
+		{name: "flag with value", file: "--exceptions=1", wantErr: "option '--exceptions' does not take any arguments (in configuration file %s)"},
+		{name: "bad verbose", file: "--verbose bad", wantErr: "Invalid value for --verbose supplied"},
+		{name: "tls", file: "--ssl", wantErr: "TLS is not supported (option '--ssl') (in configuration file %s)"},
+		{name: "queue", file: "-q redis", wantErr: "unknown queue type 'redis': only builtin is supported"},
+		{name: "command-line errors come first", file: "--foo", args: []string{"-t", "x"},
+			wantErr: "the argument ('x') for option '--threads' is invalid"},
+	}
+	for _, tc := range tests {
+		for _, spelling := range []string{"--config-file", "--config-file=", "@"} {
+			t.Run(tc.name+"/"+spelling, func(t *testing.T) {
+				isolate(t)
+				path := writeFile(t, t.TempDir(), "g.conf", tc.file)
+				var args []string
+				switch spelling {
+				case "--config-file":
+					args = []string{"--config-file", path}
+				default:
+					args = []string{spelling + path}
+				}
+				args = append(args, tc.args...)
+				o, err := parseArgs(args, envOf(tc.env))
+				if tc.wantErr != "" {
+					msg := strings.ReplaceAll(tc.wantErr, "%s", path)
+					if err == nil || err.Error() != msg {
+						t.Fatalf("error %v, want %q", err, msg)
+					}
+					var ue *usageError
+					if !errors.As(err, &ue) {
+						t.Fatalf("error %T is not a *usageError", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				exp := tc.want()
+				exp.ConfigFile = path
+				for _, w := range tc.warn {
+					exp.Warnings = append(exp.Warnings, strings.ReplaceAll(w, "%s", path))
+				}
+				checkOptions(t, o, exp)
+			})
+		}
+	}
+}
+
+func TestDefaultConfigFile(t *testing.T) {
+	t.Run("absent", func(t *testing.T) {
+		path := isolate(t)
+		o, err := parseArgs([]string{"-R"}, envOf(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOptions(t, o, want(func(o *options) { o.RoundRobin = true; o.ConfigFile = path })())
+	})
+	t.Run("present", func(t *testing.T) {
+		path := isolate(t)
+		writeFile(t, filepath.Dir(path), filepath.Base(path), "-p 4731 -t 2\n")
+		o, err := parseArgs([]string{"-t", "3"}, envOf(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOptions(t, o, want(func(o *options) { o.Port, o.Threads, o.ConfigFile = "4731", 3, path })())
+	})
+	t.Run("disabled with an empty --config-file", func(t *testing.T) {
+		path := isolate(t)
+		writeFile(t, filepath.Dir(path), filepath.Base(path), "-p 4731\n")
+		o, err := parseArgs([]string{"--config-file="}, envOf(nil))
+		if err == nil || err.Error() != "the argument for option '--config-file' should follow immediately after the equal sign" {
+			t.Fatalf("--config-file=: %v, %+v", err, o)
+		}
+		o, err = parseArgs([]string{"--config-file", ""}, envOf(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOptions(t, o, want(func(o *options) { o.ConfigFile = "" })())
+	})
+	t.Run("named explicitly and absent", func(t *testing.T) {
+		path := isolate(t)
+		o, err := parseArgs([]string{"--config-file", path}, envOf(nil))
+		if err != nil {
+			t.Fatal(err) // gearmand only complains about a file other than the default
+		}
+		checkOptions(t, o, want(func(o *options) { o.ConfigFile = path })())
+	})
+	t.Run("unreadable", func(t *testing.T) {
+		path := isolate(t)
+		if err := os.Mkdir(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		o, err := parseArgs(nil, envOf(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(o.Warnings) != 1 || !strings.HasPrefix(o.Warnings[0], "ignoring configuration file "+path+": ") {
+			t.Errorf("warnings = %q", o.Warnings)
+		}
+	})
+	t.Run("other file absent", func(t *testing.T) {
+		isolate(t)
+		missing := filepath.Join(t.TempDir(), "missing.conf")
+		for _, args := range [][]string{{"--config-file", missing}, {"--config-file=" + missing}, {"@" + missing}} {
+			_, err := parseArgs(args, envOf(nil))
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "Could not open configuration file. (") ||
+				!strings.Contains(err.Error(), missing) {
+				t.Errorf("%q: error %v", args, err)
+			}
+		}
+	})
+	t.Run("@ in --config-file is part of the name", func(t *testing.T) {
+		isolate(t)
+		dir := t.TempDir()
+		path := writeFile(t, dir, "g.conf", "-R")
+		if _, err := parseArgs([]string{"--config-file=@" + path}, envOf(nil)); err == nil {
+			t.Error("--config-file=@FILE read FILE; gearmand opens \"@FILE\"")
+		}
+	})
+}
+
+func TestVerboseLevel(t *testing.T) {
+	for name, want := range map[string]int{
+		"FATAL": 0, "ALERT": 1, "CRITICAL": 2, "ERROR": 3, "WARNING": 4, "NOTICE": 5, "INFO": 6, "DEBUG": 7,
+		"debug": 7, "Info": 6, "": 3, "bogus": 3, "WARN": 3,
+	} {
+		if got := verboseLevel(name); got != want {
+			t.Errorf("verboseLevel(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var b strings.Builder
+	usage(&b)
+	help := b.String()
+	if !strings.HasPrefix(help, "Allowed options:\n\nGeneral options:\n  -b [ --backlog ] arg (=32)            Number of backlog connections for \n") {
+		t.Errorf("help starts:\n%s", help[:min(len(help), 300)])
+	}
+	for _, d := range optTable {
+		if d.hidden {
+			if strings.Contains(help, "--"+d.long) {
+				t.Errorf("help shows hidden --%s", d.long)
+			}
+			continue
+		}
+		if !strings.Contains(help, helpFirstColumn(d)) {
+			t.Errorf("help lacks %q", helpFirstColumn(d))
+		}
+	}
+	for _, s := range []string{
+		"  -t [ --threads ] arg (=0)", "gearmand's default is 4",
+		"  -l [ --log-file ] arg (=stderr)", "  -P [ --pid-file ] arg  ",
+		"  --max-packet arg (=64M)", "  -p [ --port ] arg (=4730)", "GEARMAND_PORT",
+		"\nHTTP:\n", "\nGear:\n", "\nMySQL:\n", "  --config-file arg (=/etc/gearmand.conf)\n",
+	} {
+		if !strings.Contains(help, s) {
+			t.Errorf("help lacks %q", s)
+		}
+	}
+	for _, line := range strings.Split(help, "\n") {
+		if len(line) > 80 {
+			t.Errorf("help line longer than 80 columns: %q", line)
+		}
+	}
+}
+
+// TestHelpLayout checks the formatter against gearmand 1.1.20's own help
+// for the same descriptions.
+func TestHelpLayout(t *testing.T) {
+	tests := []struct {
+		d    *optDef
+		want string
+	}{
+		{&optDef{long: "job-retries", short: 'j', value: true, dflt: "0",
+			help: "Number of attempts to run the job before the job server removes it. This is helpful to ensure a bad job does not crash all available workers. Default is no limit."},
+			"  -j [ --job-retries ] arg (=0)         Number of attempts to run the job \n" +
+				"                                        before the job server removes it. This \n" +
+				"                                        is helpful to ensure a bad job does not\n" +
+				"                                        crash all available workers. Default is\n" +
+				"                                        no limit."},
+		{&optDef{long: "file-descriptors", short: 'f', value: true,
+			help: "Number of file descriptors to allow for the process (total connections will be slightly less). Default is max allowed for user."},
+			"  -f [ --file-descriptors ] arg         Number of file descriptors to allow for\n" +
+				"                                        the process (total connections will be \n" +
+				"                                        slightly less). Default is max allowed \n" +
+				"                                        for user."},
+		{&optDef{long: "log-file", short: 'l', value: true, dflt: "/var/log/gearmand.log",
+			help: "Log file to write errors and information to. If the log-file parameter is specified as 'stderr', then output will go to stderr. If 'none', then no logfile will be generated."},
+			"  -l [ --log-file ] arg (=/var/log/gearmand.log)\n" +
+				"                                        Log file to write errors and \n" +
+				"                                        information to. If the log-file \n" +
+				"                                        parameter is specified as 'stderr', \n" +
+				"                                        then output will go to stderr. If \n" +
+				"                                        'none', then no logfile will be \n" +
+				"                                        generated."},
+		{&optDef{long: "daemon", short: 'd', help: "Daemon, detach and run in the background."},
+			"  -d [ --daemon ]                       Daemon, detach and run in the \n" +
+				"                                        background."},
+		{&optDef{long: "exceptions", help: "Enable protocol exceptions by default."},
+			"  --exceptions                          Enable protocol exceptions by default."},
+	}
+	for _, tc := range tests {
+		var b strings.Builder
+		formatOption(&b, tc.d, 40)
+		if b.String() != tc.want {
+			t.Errorf("--%s:\n%s\nwant:\n%s", tc.d.long, b.String(), tc.want)
+		}
+	}
+	if w := helpColumnWidth(); w != 40 {
+		t.Errorf("column width %d, want 40", w)
+	}
+}
+
+// Every option in the table can be parsed in both syntaxes.
+func TestEveryOptionParses(t *testing.T) {
+	values := map[string]string{
+		"protocol": "http", "queue-type": "builtin", "verbose": "INFO", "port": "4731",
+		"max-packet": "1M", "hashtable-buckets": "5", "mysql-port": "3306",
+		"keepalive-idle": "5", "keepalive-interval": "5", "keepalive-count": "5",
+	}
+	for _, d := range optTable {
+		if d.refused != "" {
+			continue
+		}
+		v := values[d.long]
+		if v == "" && d.value {
+			v = "7"
+		}
+		var forms [][]string
+		if d.value {
+			forms = [][]string{{"--" + d.long, v}, {"--" + d.long + "=" + v}}
+			if d.short != 0 {
+				forms = append(forms, []string{"-" + string(d.short), v}, []string{"-" + string(d.short) + v})
+			}
+		} else {
+			forms = [][]string{{"--" + d.long}}
+			if d.short != 0 {
+				forms = append(forms, []string{"-" + string(d.short)})
+			}
+		}
+		for _, args := range forms {
+			isolate(t)
+			if d.long == "config-file" {
+				args[len(args)-1] = strings.Replace(args[len(args)-1], v, writeFile(t, t.TempDir(), "c", ""), 1)
+			}
+			if _, err := parseArgs(args, envOf(nil)); err != nil {
+				t.Errorf("%q: %v", args, err)
+			}
+		}
+	}
+}

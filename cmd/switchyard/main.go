@@ -1,0 +1,176 @@
+// Command switchyard is a job broker that stands in for gearmand: the same
+// flags, the same bytes on the wire, one scheduler behind every protocol.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"switchyard/engine/gearman"
+	"switchyard/sched"
+)
+
+// version is switchyard's own; "version" on the admin port reports it.
+const version = "0.1.0"
+
+// drainTimeout bounds how long shutdown waits for replies to be written.
+const drainTimeout = 5 * time.Second
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	o, err := parseArgs(args, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "switchyard: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	switch {
+	case o.CheckArgs:
+		return 0
+	case o.Help:
+		usage(os.Stdout)
+		return 0
+	case o.Version:
+		fmt.Printf("switchyard %s (gearmand 1.1.20 compatible)\n", version)
+		return 0
+	}
+	if o.Daemon {
+		child, err := daemonize(args)
+		var de *daemonError
+		if errors.As(err, &de) {
+			return de.ExitCode() // the child failed to start; it said why
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "switchyard: daemon: %v\n", err)
+			return 1
+		}
+		if !child {
+			return 0
+		}
+	}
+	log, err := newLogger(o.LogFile, o.Verbose)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "switchyard: log file: %v\n", err)
+		return 1
+	}
+	defer log.Sync()
+	for _, w := range o.Warnings {
+		log.Warn(w)
+	}
+	if err := setFileLimit(o.FileDescriptors); err != nil {
+		log.Error("file descriptor limit", zap.Error(err))
+		return 1
+	}
+
+	s := sched.New(sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin})
+	defer s.Close()
+
+	stop := make(chan bool, 1) // true: graceful
+	cfg := gearman.Config{
+		Addrs:        []string{"tcp://" + net.JoinHostPort(o.Listen, o.Port)},
+		Loops:        o.Threads,
+		HandlePrefix: o.JobHandlePrefix,
+		Exceptions:   o.Exceptions,
+		MaxPacket:    int(o.MaxPacket),
+		Keepalive:    o.Keepalive,
+		Version:      version,
+		Verbose:      o.Verbose,
+		Shutdown: func(graceful bool) {
+			select {
+			case stop <- graceful:
+			default:
+			}
+		},
+	}
+	if o.KeepaliveIdle > 0 {
+		cfg.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
+	}
+	if o.KeepaliveInterval > 0 {
+		cfg.KeepaliveInterval = time.Duration(o.KeepaliveInterval) * time.Second
+	}
+	if o.KeepaliveCount > 0 {
+		cfg.KeepaliveCount = o.KeepaliveCount
+	}
+	srv := gearman.New(cfg, s, log)
+	if err := srv.Start(); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	if err := dropPrivileges(o.User); err != nil {
+		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
+		return 1
+	}
+	if err := writePidFile(o.PidFile); err != nil {
+		log.Error("cannot write pid file", zap.String("path", o.PidFile), zap.Error(err))
+		return 1
+	}
+	defer removePidFile(o.PidFile)
+	if o.Daemon {
+		daemonReady() // the parent may exit now
+	}
+	log.Info("listening", zap.Strings("addrs", cfg.Addrs), zap.String("version", version))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case got := <-sig:
+		log.Info("shutting down", zap.String("signal", got.String()))
+	case graceful := <-stop:
+		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := srv.Stop(ctx); err != nil {
+		log.Warn("stop", zap.Error(err))
+	}
+	log.Info("shutdown complete")
+	return 0
+}
+
+// newLogger builds the zap logger for -l/--log-file and --verbose.
+func newLogger(path, verbose string) (*zap.Logger, error) {
+	if path == "none" {
+		return zap.NewNop(), nil
+	}
+	var out zapcore.WriteSyncer = zapcore.Lock(os.Stderr)
+	if path != "stderr" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		out = zapcore.Lock(f)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), out, zapLevel(verboseLevel(verbose)))
+	return zap.New(core), nil
+}
+
+// zapLevel maps gearmand's levels (0 FATAL .. 7 DEBUG) onto zap's.
+func zapLevel(l int) zapcore.Level {
+	switch {
+	case l <= 3: // FATAL ALERT CRITICAL ERROR
+		return zapcore.ErrorLevel
+	case l == 4: // WARNING
+		return zapcore.WarnLevel
+	case l <= 6: // NOTICE INFO
+		return zapcore.InfoLevel
+	default:
+		return zapcore.DebugLevel
+	}
+}
