@@ -15,7 +15,7 @@ func (s *Sched) Status(id uint64) JobStatus {
 	sh := s.shardOf(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return statusOf(sh.jobs[id])
+	return statusOf(sh.job(id))
 }
 
 func statusOf(j *Job) JobStatus {
@@ -100,10 +100,10 @@ func (s *Sched) Jobs() []JobInfo {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, j := range sh.jobs {
+		sh.jobs.each(func(j *Job) {
 			out = append(out, JobInfo{ID: j.id, Func: j.fn.name, Unique: j.unique, Retries: j.retries,
 				Running: j.state == stateRunning, Background: j.background, Clients: int(j.nlisteners)})
-		}
+		})
 		sh.mu.Unlock()
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
@@ -116,7 +116,7 @@ func (s *Sched) Jobs() []JobInfo {
 func (s *Sched) Cancel(id uint64) error {
 	sh := s.shardOf(id)
 	sh.mu.Lock()
-	j := sh.jobs[id]
+	j := sh.job(id)
 	if j == nil {
 		sh.mu.Unlock()
 		return ErrNotFound

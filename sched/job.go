@@ -26,11 +26,11 @@ type Job struct {
 	id         uint64
 	fn         *function
 	unique     string
-	key        string // coalescing key: the unique, or the payload for "-"
 	payload    []byte
 	reducer    string
 	prio       Priority
 	background bool
+	byPayload  bool  // coalesce on the payload (gearman's unique "-")
 	when       int64 // unix seconds; 0 = run now
 
 	// Mutable state, guarded by the job's shard lock.
@@ -38,13 +38,20 @@ type Job struct {
 	retries    uint32
 	num, den   uint32 // last WORK_STATUS
 	worker     *Worker
-	timeout    int64 // run timeout in ms for the current assignment
-	prev, next *Job  // function priority list
-	wprev      *Job  // worker's held list (guarded by worker.mu)
+	prev, next *Job // function priority list
+	wprev      *Job // worker's held list (guarded by worker.mu)
 	wnext      *Job
 	listeners  *attach // doubly linked list of attached clients
 	nlisteners uint32
 	timer      timer
+}
+
+// key is the coalescing key: the unique, or the payload for "-".
+func (j *Job) key() string {
+	if j.byPayload {
+		return bytesString(j.payload)
+	}
+	return j.unique
 }
 
 // ID is the job's id; its low bits name the shard.

@@ -58,10 +58,11 @@ type Sched struct {
 type shard struct {
 	mu    sync.Mutex
 	funcs map[string]*function
-	jobs  map[uint64]*Job
+	jobs  jobTable
 	seq   atomic.Uint64
 	wheel wheel
 	idx   uint64
+	bits  uint     // shard bits: a job's sequence number is id >> bits
 	_     [64]byte // keep neighbouring shard locks off one cache line
 }
 
@@ -96,7 +97,7 @@ func New(cfg Config) *Sched {
 		s.tick = 10 * time.Millisecond
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{funcs: make(map[string]*function), jobs: make(map[uint64]*Job), idx: uint64(i)}
+		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b}
 	}
 	if s.tick > 0 {
 		go s.run()
@@ -139,6 +140,9 @@ func (s *Sched) shardOf(id uint64) *shard {
 	return &s.shards[id&uint64(len(s.shards)-1)]
 }
 
+// job finds a live job by id. Caller holds sh.mu.
+func (sh *shard) job(id uint64) *Job { return sh.jobs.get(id >> sh.bits) }
+
 // ticks converts a wall-clock time to the wheel's tick count.
 func (s *Sched) ticks(t time.Time) int64 {
 	d := t.Sub(s.epoch)
@@ -167,9 +171,9 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 
 // forget removes a finished job from the shard's indexes. Caller holds sh.mu.
 func (sh *shard) forget(j *Job) {
-	delete(sh.jobs, j.id)
-	if j.key != "" && j.fn.unique[j.key] == j {
-		delete(j.fn.unique, j.key)
+	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
+	if k := j.key(); k != "" && j.fn.unique[k] == j {
+		delete(j.fn.unique, k)
 	}
 	j.state = stateDone
 }
@@ -193,10 +197,10 @@ type SubmitReq struct {
 // unique. For a foreground request (Background false) c is attached and hears
 // the job's updates. It returns the job's id.
 func (c *Client) Submit(r *SubmitReq) (uint64, error) {
-	return c.s.submit(c, r, time.Now())
+	return c.s.submit(c, r)
 }
 
-func (s *Sched) submit(c *Client, r *SubmitReq, now time.Time) (uint64, error) {
+func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	sh := s.shardFor(r.Func)
 	// Build the job before taking the lock: the copy may be megabytes, and a
 	// durable store must have it before anyone can see it.
@@ -209,11 +213,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq, now time.Time) (uint64, error) {
 		background: r.Background,
 		when:       r.When,
 	}
-	if r.CoalesceOnPayload {
-		j.key = bytesString(j.payload)
-	} else {
-		j.key = j.unique
-	}
+	j.byPayload = r.CoalesceOnPayload
 	j.timer.job = j
 	if r.Background && s.durable {
 		if err := s.store.Save(j.record(string(r.Func))); err != nil {
@@ -224,8 +224,9 @@ func (s *Sched) submit(c *Client, r *SubmitReq, now time.Time) (uint64, error) {
 	var wake wakeList
 	sh.mu.Lock()
 	f := s.function(sh, r.Func)
-	if j.key != "" {
-		if existing := f.unique[j.key]; existing != nil {
+	key := j.key()
+	if key != "" {
+		if existing := f.unique[key]; existing != nil {
 			linked := r.Background || c.link(existing)
 			sh.mu.Unlock()
 			s.forgetStored(j)
@@ -245,11 +246,11 @@ func (s *Sched) submit(c *Client, r *SubmitReq, now time.Time) (uint64, error) {
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
-	if j.key != "" {
-		f.unique[j.key] = j
+	if key != "" {
+		f.unique[key] = j
 	}
-	sh.jobs[j.id] = j
-	if r.When > 0 && r.When > now.Unix() {
+	sh.jobs.put(j.id>>s.shardBits, j)
+	if r.When > 0 && r.When > time.Now().Unix() { // the clock only for delayed jobs
 		j.state = stateDelayed
 		f.delayed++
 		j.timer.kind = timerDue

@@ -264,7 +264,7 @@ func (w *Worker) Running() int {
 func (w *Worker) Update(id uint64, u *Update) error {
 	sh := w.s.shardOf(id)
 	sh.mu.Lock()
-	j := sh.jobs[id]
+	j := sh.job(id)
 	if j == nil || j.worker != w || j.state != stateRunning {
 		sh.mu.Unlock()
 		return ErrNotFound

@@ -1,0 +1,105 @@
+package sched
+
+// jobTable maps a shard's job sequence numbers to live jobs. Sequence
+// numbers only grow, so the table is a run of fixed pages indexed directly:
+// no hashing, and no rehash stalls while millions of jobs are queued. A page
+// is freed once all its numbers have been handed out and every job on it
+// has ended; the front of the run is trimmed as pages empty.
+type jobTable struct {
+	pages []*jobPage
+	base  uint64 // page number of pages[0]
+	n     int    // live jobs
+}
+
+const (
+	pageBits = 10
+	pageSize = 1 << pageBits
+)
+
+type jobPage struct {
+	slots [pageSize]*Job
+	live  int
+}
+
+func (t *jobTable) get(seq uint64) *Job {
+	pn := seq >> pageBits
+	if pn < t.base || pn-t.base >= uint64(len(t.pages)) {
+		return nil
+	}
+	p := t.pages[pn-t.base]
+	if p == nil {
+		return nil
+	}
+	return p.slots[seq&(pageSize-1)]
+}
+
+// put stores j under seq. Numbers are taken before the shard lock and some
+// are never stored (a coalesced submit), so a put may land on a page that
+// was already freed, even one before the front: it is simply made again.
+func (t *jobTable) put(seq uint64, j *Job) {
+	pn := seq >> pageBits
+	if len(t.pages) == 0 {
+		t.base = pn
+	}
+	if pn < t.base {
+		// A submit that took its number before the front page was trimmed:
+		// grow the run back to the front.
+		grow := make([]*jobPage, t.base-pn, int(t.base-pn)+len(t.pages))
+		t.pages = append(grow, t.pages...)
+		t.base = pn
+	}
+	for pn-t.base >= uint64(len(t.pages)) {
+		t.pages = append(t.pages, nil)
+	}
+	p := t.pages[pn-t.base]
+	if p == nil {
+		p = new(jobPage)
+		t.pages[pn-t.base] = p
+	}
+	p.slots[seq&(pageSize-1)] = j
+	p.live++
+	t.n++
+}
+
+// remove forgets seq. last is the highest number handed out so far: a page
+// whose numbers are all handed out and whose jobs have all ended is freed.
+func (t *jobTable) remove(seq, last uint64) {
+	pn := seq >> pageBits
+	if pn < t.base || pn-t.base >= uint64(len(t.pages)) {
+		return
+	}
+	i := pn - t.base
+	p := t.pages[i]
+	if p == nil || p.slots[seq&(pageSize-1)] == nil {
+		return
+	}
+	p.slots[seq&(pageSize-1)] = nil
+	p.live--
+	t.n--
+	if p.live == 0 && last >= (pn+1)<<pageBits-1 {
+		t.pages[i] = nil
+	}
+	// Trim empty pages off the front so the run does not grow forever.
+	k := 0
+	for k < len(t.pages)-1 && t.pages[k] == nil {
+		k++
+	}
+	if k > 0 {
+		t.base += uint64(k)
+		t.pages = append(t.pages[:0], t.pages[k:]...)
+	}
+}
+
+// each calls fn for every live job in sequence order.
+func (t *jobTable) each(fn func(*Job)) {
+	for _, p := range t.pages {
+		if p == nil {
+			continue
+		}
+		for _, j := range p.slots {
+			if j != nil {
+				fn(j)
+			}
+		}
+	}
+}
