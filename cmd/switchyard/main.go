@@ -106,6 +106,10 @@ func run(args []string) int {
 	if o.KeepaliveCount > 0 {
 		cfg.KeepaliveCount = o.KeepaliveCount
 	}
+	// Listen for signals before the port opens, so that a SIGTERM sent as
+	// soon as we accept connections still means a clean exit.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	srv := gearman.New(cfg, s, log)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -125,8 +129,6 @@ func run(args []string) int {
 	}
 	log.Info("listening", zap.Strings("addrs", cfg.Addrs), zap.String("version", version))
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case got := <-sig:
 		log.Info("shutting down", zap.String("signal", got.String()))

@@ -146,8 +146,14 @@ func (s *Server) Start() error {
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.shutOnce.Do(func() {
-		err = s.eng.Stop(ctx)
-		<-s.done
+		// gnet's Stop polls for the end every 500ms; the event loops are
+		// done as soon as Rotate returns, so wait for that instead.
+		go s.eng.Stop(ctx)
+		select {
+		case err = <-s.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	})
 	return err
 }
