@@ -39,14 +39,17 @@
 //     Jobs, Cancel, CreateFunc, DropFunc, SetMaxQueue.
 //   - Periodic: SUBMIT_JOB with sched_at -> Submit with When; GRAB_JOB parks:
 //     the frontend calls Sleep and, on Wake, Grab; WORK_DONE/FAIL ->
-//     Update(Complete/Fail), SCHED_LATER -> Worker.Later (requeue with a new
-//     due time); a job timeout is the ability's run timeout.
+//     Update(Complete/Fail); SCHED_LATER needs a Worker.Later (requeue with
+//     a new due time, the delayed-job path); a job timeout is the ability's
+//     run timeout.
 //   - Worker-Controller: the controller pushes, so its frontend treats a free
 //     worker as permanently "sleeping": Wake means "grab and push now";
 //     next_pulse is the worker's run timeout on the job it holds.
-//   - dwork: Create -> Submit with dependencies resolved by the frontend
-//     (a task enters its list when its join counter reaches zero); Steal ->
-//     Grab without sleeping; completion -> Update(Complete).
+//   - dwork: Create -> Submit; Steal -> Grab without sleeping; completion
+//     -> Update(Complete). Task dependencies will be a join counter per job
+//     and successor lists kept here (SubmitReq gains the predecessors), so a
+//     task enters its queue when its counter reaches zero, like any job.
 //   - MemoDB: READY parks like Periodic's GRAB_JOB; the job timeout is the
-//     run timeout, heartbeats use the same wheel; results -> Update.
+//     run timeout; heartbeats will be a worker timer in the same wheel;
+//     results -> Update.
 package sched
