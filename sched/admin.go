@@ -127,7 +127,7 @@ func (s *Sched) Cancel(id uint64) error {
 		j.fn.queues[j.prio].remove(j)
 		sh.forget(j)
 	case stateDelayed:
-		sh.wheel.cancel(&j.timer)
+		j.stopClock(&sh.wheel)
 		j.fn.delayed--
 		sh.forget(j)
 	}

@@ -43,7 +43,24 @@ type Job struct {
 	wnext      *Job
 	listeners  *attach // doubly linked list of attached clients
 	nlisteners uint32
-	timer      timer
+	timer      *timer // made on first use: most jobs never wait on a clock
+}
+
+// clock returns the job's timer, making it on first use. Caller holds the
+// job's shard lock.
+func (j *Job) clock(kind timerKind) *timer {
+	if j.timer == nil {
+		j.timer = &timer{job: j}
+	}
+	j.timer.kind = kind
+	return j.timer
+}
+
+// stopClock disarms the job's timer, if it has one.
+func (j *Job) stopClock(w *wheel) {
+	if j.timer != nil {
+		w.cancel(j.timer)
+	}
 }
 
 // key is the coalescing key: the unique, or the payload for "-".

@@ -214,7 +214,6 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		when:       r.When,
 	}
 	j.byPayload = r.CoalesceOnPayload
-	j.timer.job = j
 	if r.Background && s.durable {
 		if err := s.store.Save(j.record(string(r.Func))); err != nil {
 			return 0, err
@@ -253,8 +252,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	if r.When > 0 && r.When > time.Now().Unix() { // the clock only for delayed jobs
 		j.state = stateDelayed
 		f.delayed++
-		j.timer.kind = timerDue
-		sh.wheel.arm(&j.timer, s.ticks(time.Unix(r.When, 0)))
+		sh.wheel.arm(j.clock(timerDue), s.ticks(time.Unix(r.When, 0)))
 	} else {
 		j.state = stateQueued
 		f.queues[j.prio].pushBack(j)

@@ -181,8 +181,7 @@ func (w *Worker) Grab() *Job {
 		j.worker = w
 		a.fn.running++
 		if a.timeout > 0 {
-			j.timer.kind = timerTimeout
-			sh.wheel.arm(&j.timer, w.s.ticks(time.Now().Add(a.timeout)))
+			sh.wheel.arm(j.clock(timerTimeout), w.s.ticks(time.Now().Add(a.timeout)))
 		}
 		w.hold(j)
 		sh.mu.Unlock()
@@ -289,7 +288,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 
 // finish removes a running job for good. Caller holds sh.mu.
 func (s *Sched) finish(sh *shard, j *Job) {
-	sh.wheel.cancel(&j.timer)
+	j.stopClock(&sh.wheel)
 	j.release()
 	j.fn.running--
 	sh.forget(j)
@@ -321,7 +320,7 @@ func (s *Sched) retry(j *Job, w *Worker) {
 		sh.mu.Unlock()
 		return
 	}
-	sh.wheel.cancel(&j.timer)
+	j.stopClock(&sh.wheel)
 	j.release()
 	f := j.fn
 	f.running--
