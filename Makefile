@@ -2,7 +2,7 @@ GO      ?= go
 BIN     := bin/switchyard
 PKGS    := ./...
 
-.PHONY: all build run test test-unit test-race deps vet fmt fuzz bench clean
+.PHONY: all build run test test-unit test-race deps vet fmt fuzz bench bench-micro bench-report bench-deps clean
 
 all: build
 
@@ -28,8 +28,23 @@ vet:
 fuzz:
 	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzParse -fuzztime 60s
 
-bench:
+# bench runs the load scenarios against bin/switchyard and, when installed,
+# gearmand (see bench/results/README.md). BENCHFLAGS=--quick for a short run.
+BENCHFLAGS ?=
+bench: build
+	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
+	./bin/switchyard-bench --switchyard $(BIN) --out bench/results $(BENCHFLAGS)
+
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/... ./sched/...
+
+bench-report:
+	$(GO) run ./bench/cmd/switchyard-bench-report --dir bench/results
+
+# bench-deps installs Debian's gearmand, the baseline of make bench.
+bench-deps:
+	@if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server
 
 clean:
 	rm -rf bin

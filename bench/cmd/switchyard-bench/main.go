@@ -1,0 +1,292 @@
+// Command switchyard-bench runs the benchmark scenarios against switchyard
+// and, when it is installed, gearmand, alternating the two per scenario so
+// that every figure has a baseline from the same minute. It prints a
+// markdown table and writes a JSON record to the results directory.
+//
+//	switchyard-bench [--quick] [--scenarios fg,bg] [--rounds 2] [--fg.duration 30s] ...
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"switchyard/bench/harness"
+	"switchyard/bench/record"
+	"switchyard/bench/scenario"
+)
+
+const defaultGearmand = "/usr/sbin/gearmand"
+
+// portToken stands for the port in server argument templates.
+const portToken = "PORT"
+
+type options struct {
+	scenarios       string
+	quick           bool
+	rounds          int
+	switchyard      string
+	switchyardArgs  string
+	gearmand        string
+	gearmandArgs    string
+	gearmandThreads int
+	out             string
+	serverLog       string
+	cpuProfile      string
+	list            bool
+	params          map[string]*scenario.Params
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "switchyard-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	if opts.list {
+		for _, s := range scenario.All {
+			fmt.Printf("%-11s %s\n", s.Name, s.About)
+		}
+		return nil
+	}
+	scenarios, err := scenario.Lookup(strings.Split(opts.scenarios, ","))
+	if err != nil {
+		return err
+	}
+	fdLimit, err := raiseFileLimit()
+	if err != nil {
+		return fmt.Errorf("raising the open file limit: %w", err)
+	}
+	servers, err := serverConfigs(opts, fdLimit)
+	if err != nil {
+		return err
+	}
+	var serverLog *os.File
+	if opts.serverLog != "" {
+		if serverLog, err = os.Create(opts.serverLog); err != nil {
+			return err
+		}
+		defer serverLog.Close()
+	}
+
+	if opts.cpuProfile != "" {
+		f, err := os.Create(opts.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rec := &record.Record{
+		Schema:  record.SchemaVersion,
+		Time:    time.Now().UTC().Truncate(time.Second),
+		Commit:  record.GitCommit(".", opts.out),
+		Command: os.Args,
+		Quick:   opts.quick,
+		Machine: record.DetectMachine(),
+	}
+	for _, s := range servers {
+		rec.Servers = append(rec.Servers, s.record)
+	}
+	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), commit %s, servers: %s\n",
+		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.Commit, serverNames(servers))
+
+	for _, sc := range scenarios {
+		params := *opts.params[sc.Name]
+		for round := 1; round <= opts.rounds; round++ {
+			for _, s := range servers {
+				if ctx.Err() != nil {
+					return errors.New("interrupted; no record written")
+				}
+				if serverLog != nil {
+					s.config.Log = serverLog
+					fmt.Fprintf(serverLog, "=== %s round %d on %s\n", sc.Name, round, s.config.Name)
+				}
+				run, err := runOne(ctx, sc, params, s.config)
+				if err != nil {
+					return err
+				}
+				run.Server, run.Round = s.config.Name, round
+				rec.Runs = append(rec.Runs, run)
+				fmt.Fprintf(os.Stderr, "bench: %-10s %-10s %10s jobs/s  p99 %-8s cpu server %.1fs load %.1fs %s\n", run.Scenario, run.Server,
+					record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99), run.CPUSeconds, run.LoadCPU, firstLine(run.Error))
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return errors.New("interrupted; no record written")
+	}
+
+	fmt.Print(rec.Markdown())
+	if opts.out != "" {
+		path, err := rec.Write(opts.out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "bench: wrote", path)
+	}
+	return nil
+}
+
+// runOne starts a fresh server, runs one scenario against it and stops it.
+func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, cfg harness.Config) (record.Run, error) {
+	srv, err := harness.Start(ctx, cfg)
+	if err != nil {
+		return record.Run{}, err
+	}
+	run := sc.Run(ctx, scenario.Target{Addr: srv.Addr, Usage: srv.Usage}, p)
+	if err := srv.Stop(); err != nil && run.Error == "" {
+		run.Error = err.Error()
+	}
+	return run, nil
+}
+
+type serverSpec struct {
+	config harness.Config
+	record record.Server
+}
+
+// serverConfigs returns switchyard and, when it is available, gearmand.
+func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
+	fd := strconv.FormatUint(fdLimit, 10)
+	sy := []string{"-L", "127.0.0.1", "-p", portToken, "-t", "0", "-l", "stderr", "-f", fd}
+	servers := []serverSpec{newServerSpec("switchyard", opts.switchyard, append(sy, strings.Fields(opts.switchyardArgs)...))}
+	if opts.gearmand == "" || opts.gearmand == "none" {
+		return servers, nil
+	}
+	if _, err := os.Stat(opts.gearmand); err != nil {
+		if opts.gearmand == defaultGearmand {
+			fmt.Fprintf(os.Stderr, "bench: %s is not installed (make bench-deps installs it); running switchyard alone\n", defaultGearmand)
+			return servers, nil
+		}
+		return nil, err
+	}
+	pidFile := filepath.Join(os.TempDir(), fmt.Sprintf("switchyard-bench-gearmand-%d.pid", os.Getpid()))
+	gm := []string{"-L", "127.0.0.1", "-p", portToken, "-t", strconv.Itoa(opts.gearmandThreads),
+		"-l", "none", "--pid-file", pidFile, "-f", fd}
+	return append(servers, newServerSpec(record.Baseline, opts.gearmand, append(gm, strings.Fields(opts.gearmandArgs)...))), nil
+}
+
+func newServerSpec(name, path string, args []string) serverSpec {
+	version, err := harness.Version(path)
+	if err != nil {
+		version = "unknown: " + err.Error()
+	}
+	return serverSpec{
+		config: harness.Config{Name: name, Path: path, Args: func(port int) []string {
+			out := slices.Clone(args)
+			for i, a := range out {
+				if a == portToken {
+					out[i] = strconv.Itoa(port)
+				}
+			}
+			return out
+		}},
+		record: record.Server{Name: name, Path: path, Version: version, Args: args},
+	}
+}
+
+func serverNames(servers []serverSpec) string {
+	var names []string
+	for _, s := range servers {
+		names = append(names, s.record.Name+" ("+s.record.Version+")")
+	}
+	return strings.Join(names, ", ")
+}
+
+// raiseFileLimit lifts the soft limit on open files to the hard limit and
+// returns it: conns-10k holds 10,000 connections in this process and as
+// many in the server, which is started with -f to match. Setting it
+// explicitly also makes children inherit it (Go otherwise restores the
+// original soft limit in child processes).
+func raiseFileLimit() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	return lim.Cur, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func parseFlags(args []string) (*options, error) {
+	opts := &options{params: make(map[string]*scenario.Params)}
+	fs := flag.NewFlagSet("switchyard-bench", flag.ContinueOnError)
+	fs.StringVar(&opts.scenarios, "scenarios", strings.Join(scenario.Names(), ","), "comma-separated scenarios to run")
+	fs.BoolVar(&opts.quick, "quick", false, "a few seconds per scenario and smaller counts (explicit scenario flags still win)")
+	fs.IntVar(&opts.rounds, "rounds", 1, "times each scenario runs on each server, alternating servers")
+	fs.StringVar(&opts.switchyard, "switchyard", "bin/switchyard", "switchyard binary")
+	fs.StringVar(&opts.switchyardArgs, "switchyard-args", "", "extra switchyard arguments, space-separated")
+	fs.StringVar(&opts.gearmand, "gearmand", defaultGearmand, `gearmand binary for the baseline; "none" to skip (the default is skipped when not installed)`)
+	fs.StringVar(&opts.gearmandArgs, "gearmand-args", "", "extra gearmand arguments, space-separated")
+	fs.IntVar(&opts.gearmandThreads, "gearmand-threads", 4, "gearmand -t (I/O threads); 4 is its default")
+	fs.StringVar(&opts.out, "out", "bench/results", `directory for the JSON record; "" to write none`)
+	fs.StringVar(&opts.serverLog, "server-log", "", "file to receive the servers' output")
+	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")
+	fs.BoolVar(&opts.list, "list", false, "list the scenarios and exit")
+	for _, s := range scenario.All {
+		p := s.Full
+		opts.params[s.Name] = &p
+		for _, name := range s.Uses {
+			def, _ := scenario.LookupParam(name)
+			flagName := s.Name + "." + name
+			switch v := def.Field(&p).(type) {
+			case *int:
+				fs.IntVar(v, flagName, *v, def.Usage)
+			case *time.Duration:
+				fs.DurationVar(v, flagName, *v, def.Usage)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if opts.rounds < 1 {
+		return nil, fmt.Errorf("--rounds %d < 1", opts.rounds)
+	}
+	if opts.quick {
+		set := make(map[string]bool)
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, s := range scenario.All {
+			for _, name := range s.Uses {
+				if !set[s.Name+"."+name] {
+					scenario.CopyParam(name, opts.params[s.Name], &s.Quick)
+				}
+			}
+		}
+	}
+	return opts, nil
+}

@@ -1,0 +1,287 @@
+package load
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Latency histograms are in microseconds, from 1 µs to 1 minute, with three
+// significant digits.
+const (
+	latencyMinMicros = 1
+	latencyMaxMicros = 60_000_000
+	latencyDigits    = 3
+)
+
+// NewLatencyHistogram returns an empty histogram in the load generators'
+// unit (microseconds) and range.
+func NewLatencyHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(latencyMinMicros, latencyMaxMicros, latencyDigits)
+}
+
+func recordLatency(h *hdrhistogram.Histogram, d time.Duration) {
+	us := d.Microseconds()
+	_ = h.RecordValue(min(max(us, latencyMinMicros), latencyMaxMicros)) // in range by construction
+}
+
+// Client submits jobs on one connection, keeping InFlight of them
+// outstanding.
+//
+// A foreground client (SUBMIT_JOB) counts a job when its WORK_COMPLETE
+// arrives and measures latency from submit to WORK_COMPLETE. A background
+// client (SUBMIT_JOB_BG) counts a job when its JOB_CREATED arrives, which is
+// when the server has queued it, and measures submit to JOB_CREATED.
+type Client struct {
+	Addr       string
+	Function   string
+	Payload    []byte
+	InFlight   int
+	Background bool
+}
+
+// ClientResult is what one client connection did.
+type ClientResult struct {
+	Measured  int64 // jobs finished inside the phase's window
+	Finished  int64 // jobs finished at any time
+	Submitted int64
+	Failed    int64 // WORK_FAIL or WORK_EXCEPTION (foreground only)
+	Abandoned int64 // outstanding when the grace period ran out or ctx ended
+	Latency   *hdrhistogram.Histogram
+}
+
+// runningJob is a foreground job the server has acknowledged.
+type runningJob struct {
+	handle    []byte
+	submitted time.Time
+}
+
+// earlyResult is a WORK_COMPLETE that overtook its JOB_CREATED.
+type earlyResult struct {
+	handle   []byte
+	finished time.Time
+	failed   bool
+}
+
+// clientConn is the state of one Client.Run.
+type clientConn struct {
+	*Client
+	ph         *Phase
+	conn       net.Conn
+	r          *packetReader
+	w          *bufio.Writer
+	submitType uint32
+	cancelled  atomic.Bool
+	res        ClientResult
+
+	// Submit times of jobs waiting for JOB_CREATED, a ring, oldest first:
+	// the server answers a connection's submits in order.
+	awaitingCreated         []time.Time
+	createdHead, createdLen int
+	// Foreground jobs waiting for WORK_COMPLETE. Searched linearly: InFlight
+	// is small and this way a lookup neither hashes nor allocates.
+	running     []runningJob
+	early       []earlyResult
+	outstanding int
+	submitting  bool
+}
+
+// Run connects and submits until the phase ends or its budget is spent,
+// then waits for outstanding jobs for up to the phase's grace period.
+func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
+	if c.InFlight < 1 {
+		return ClientResult{}, fmt.Errorf("client: InFlight %d < 1", c.InFlight)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", c.Addr)
+	if err != nil {
+		return ClientResult{}, err
+	}
+	defer conn.Close()
+	cc := &clientConn{
+		Client:          c,
+		ph:              ph,
+		conn:            conn,
+		r:               newPacketReader(conn, 64<<10),
+		w:               bufio.NewWriterSize(conn, 64<<10),
+		submitType:      typeSubmitJob,
+		res:             ClientResult{Latency: NewLatencyHistogram()},
+		awaitingCreated: make([]time.Time, c.InFlight),
+		running:         make([]runningJob, 0, c.InFlight),
+		submitting:      true,
+	}
+	if c.Background {
+		cc.submitType = typeSubmitJobBg
+	}
+	stop := context.AfterFunc(ctx, func() {
+		cc.cancelled.Store(true)
+		_ = conn.SetDeadline(time.Unix(1, 0)) // unblock the read
+	})
+	defer stop()
+	err = cc.loop()
+	// Jobs still out when the context ended or the grace period ran out
+	// are given up on, which is not a failure of the run.
+	if err != nil && (cc.cancelled.Load() || (!cc.submitting && errors.Is(err, os.ErrDeadlineExceeded))) {
+		cc.res.Abandoned = int64(cc.outstanding)
+		err = nil
+	}
+	return cc.res, err
+}
+
+func (cc *clientConn) loop() error {
+	// A server that stops answering must not hold the client past the
+	// phase: until submitting ends and sets a nearer one, this deadline
+	// bounds every read.
+	if !cc.ph.End.IsZero() {
+		if err := cc.conn.SetReadDeadline(cc.ph.End.Add(cc.ph.Grace)); err != nil {
+			return err
+		}
+	}
+	if err := cc.fill(time.Now()); err != nil {
+		return err
+	}
+	if err := cc.w.Flush(); err != nil {
+		return err
+	}
+	for cc.outstanding > 0 {
+		typ, body, err := cc.r.next()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if err := cc.handle(typ, body, now); err != nil {
+			return err
+		}
+		if err := cc.fill(now); err != nil {
+			return err
+		}
+		if !cc.r.complete() {
+			if err := cc.w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fill submits jobs until InFlight are outstanding or submitting ends.
+func (cc *clientConn) fill(now time.Time) error {
+	ph := cc.ph
+	for cc.submitting {
+		// Checked even when no slot is free, so that the grace period
+		// starts when submitting ends, not when the next job finishes.
+		if cc.cancelled.Load() || (!ph.End.IsZero() && !now.Before(ph.End)) || ph.Budget.spent() {
+			return cc.stopSubmitting(now)
+		}
+		if cc.outstanding >= cc.InFlight {
+			return nil
+		}
+		if !ph.Budget.Take() {
+			return cc.stopSubmitting(now)
+		}
+		if err := writePacket(cc.w, cc.submitType, []byte(cc.Function), nil, cc.Payload); err != nil {
+			return err
+		}
+		cc.awaitingCreated[(cc.createdHead+cc.createdLen)%len(cc.awaitingCreated)] = now
+		cc.createdLen++
+		cc.outstanding++
+		cc.res.Submitted++
+	}
+	return nil
+}
+
+// stopSubmitting ends submitting: from now on only outstanding jobs are
+// awaited, and not for ever.
+func (cc *clientConn) stopSubmitting(now time.Time) error {
+	cc.submitting = false
+	deadline := now.Add(cc.ph.Grace)
+	if cc.cancelled.Load() {
+		deadline = time.Unix(1, 0)
+	}
+	return cc.conn.SetReadDeadline(deadline)
+}
+
+func (cc *clientConn) handle(typ uint32, body []byte, now time.Time) error {
+	switch typ {
+	case typeJobCreated:
+		if cc.createdLen == 0 {
+			return fmt.Errorf("client: JOB_CREATED %q with no submit outstanding", body)
+		}
+		submitted := cc.awaitingCreated[cc.createdHead]
+		cc.createdHead = (cc.createdHead + 1) % len(cc.awaitingCreated)
+		cc.createdLen--
+		if cc.Background {
+			cc.finish(submitted, now, false)
+			return nil
+		}
+		if i := findEarly(cc.early, body); i >= 0 {
+			e := cc.early[i]
+			cc.early = append(cc.early[:i], cc.early[i+1:]...)
+			cc.finish(submitted, e.finished, e.failed)
+			return nil
+		}
+		// Reuse a handle buffer left in the slice's spare capacity.
+		cc.running = cc.running[:len(cc.running)+1]
+		job := &cc.running[len(cc.running)-1]
+		job.handle = append(job.handle[:0], body...)
+		job.submitted = submitted
+	case typeWorkComplete, typeWorkFail, typeWorkExcept:
+		handle, _ := splitArg(body)
+		failed := typ != typeWorkComplete
+		i := findRunning(cc.running, handle)
+		if i < 0 {
+			cc.early = append(cc.early, earlyResult{handle: bytes.Clone(handle), finished: now, failed: failed})
+			return nil
+		}
+		submitted := cc.running[i].submitted
+		last := len(cc.running) - 1
+		cc.running[i], cc.running[last] = cc.running[last], cc.running[i]
+		cc.running = cc.running[:last]
+		cc.finish(submitted, now, failed)
+	case typeError:
+		return serverError(body)
+	default:
+		// WORK_DATA, WORK_STATUS, WORK_WARNING, NOOP: nothing to do.
+	}
+	return nil
+}
+
+func (cc *clientConn) finish(submitted, at time.Time, failed bool) {
+	cc.outstanding--
+	cc.res.Finished++
+	cc.ph.Progress.Add(1)
+	if failed {
+		cc.res.Failed++
+		return
+	}
+	if cc.ph.measured(at) {
+		cc.res.Measured++
+		recordLatency(cc.res.Latency, at.Sub(submitted))
+	}
+}
+
+func findRunning(jobs []runningJob, handle []byte) int {
+	for i := range jobs {
+		if bytes.Equal(jobs[i].handle, handle) {
+			return i
+		}
+	}
+	return -1
+}
+
+func findEarly(results []earlyResult, handle []byte) int {
+	for i := range results {
+		if bytes.Equal(results[i].handle, handle) {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,211 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeServer is just enough of a Gearman server to drive one client or
+// worker connection: serve is called per request packet and writes replies.
+type fakeServer struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	serve func(w *bufio.Writer, typ uint32, args [][]byte)
+}
+
+func startFake(t *testing.T, argc map[uint32]int, serve func(w *bufio.Writer, typ uint32, args [][]byte)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeServer{ln: ln, serve: serve}
+	t.Cleanup(func() { ln.Close(); f.wg.Wait() })
+	f.wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.wg.Go(func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				w := bufio.NewWriter(conn)
+				for {
+					var hdr [headerSize]byte
+					if _, err := io.ReadFull(r, hdr[:]); err != nil {
+						return
+					}
+					typ := binary.BigEndian.Uint32(hdr[4:8])
+					body := make([]byte, binary.BigEndian.Uint32(hdr[8:12]))
+					if _, err := io.ReadFull(r, body); err != nil {
+						return
+					}
+					var args [][]byte
+					for n := argc[typ]; n > 1; n-- {
+						var a []byte
+						a, body = splitArg(body)
+						args = append(args, a)
+					}
+					f.serve(w, typ, append(args, body))
+					if r.Buffered() == 0 {
+						w.Flush()
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// writeRes writes a response packet.
+func writeRes(w *bufio.Writer, typ uint32, args ...string) {
+	body := ""
+	for i, a := range args {
+		if i > 0 {
+			body += "\x00"
+		}
+		body += a
+	}
+	var hdr [headerSize]byte
+	copy(hdr[:], resMagic[:])
+	binary.BigEndian.PutUint32(hdr[4:8], typ)
+	binary.BigEndian.PutUint32(hdr[8:12], uint32(len(body)))
+	w.Write(hdr[:])
+	w.WriteString(body)
+}
+
+var requestArgc = map[uint32]int{typeSubmitJob: 3, typeSubmitJobBg: 3, typeWorkComplete: 2, typeCanDo: 1}
+
+func TestClientMatchesResultsInAnyOrder(t *testing.T) {
+	// Every other job's WORK_COMPLETE overtakes its JOB_CREATED, and every
+	// third one fails.
+	n := 0
+	addr := startFake(t, requestArgc, func(w *bufio.Writer, typ uint32, args [][]byte) {
+		if typ != typeSubmitJob && typ != typeSubmitJobBg {
+			t.Errorf("client sent packet type %d", typ)
+			return
+		}
+		n++
+		handle := fmt.Sprintf("H:fake:%d", n)
+		if typ == typeSubmitJobBg {
+			writeRes(w, typeJobCreated, handle)
+			return
+		}
+		result := typeWorkComplete
+		if n%3 == 0 {
+			result = typeWorkFail
+		}
+		if n%2 == 0 {
+			writeRes(w, result, handle, string(args[2]))
+			writeRes(w, typeJobCreated, handle)
+		} else {
+			writeRes(w, typeJobCreated, handle)
+			writeRes(w, result, handle, string(args[2]))
+		}
+	})
+	for _, background := range []bool{false, true} {
+		t.Run(fmt.Sprintf("background=%v", background), func(t *testing.T) {
+			n = 0
+			c := &Client{Addr: addr, Function: "f", Payload: []byte("p"), InFlight: 4, Background: background}
+			ph := &Phase{Start: time.Now(), Budget: NewBudget(30), Grace: 10 * time.Second}
+			res, err := c.Run(context.Background(), ph)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantFailed := int64(10)
+			if background {
+				wantFailed = 0
+			}
+			if res.Submitted != 30 || res.Finished != 30 || res.Failed != wantFailed || res.Measured != 30-wantFailed ||
+				res.Latency.TotalCount() != res.Measured || res.Abandoned != 0 {
+				t.Errorf("got %+v", res)
+			}
+		})
+	}
+}
+
+func TestClientAbandonsWhenServerStalls(t *testing.T) {
+	addr := startFake(t, requestArgc, func(w *bufio.Writer, typ uint32, args [][]byte) {
+		writeRes(w, typeJobCreated, "H:fake:1") // and never a result
+	})
+	c := &Client{Addr: addr, Function: "f", InFlight: 1}
+	ph := &Phase{Start: time.Now(), Budget: NewBudget(1), Grace: 0}
+	res, err := c.Run(context.Background(), ph)
+	if err != nil || res.Abandoned != 1 || res.Finished != 0 {
+		t.Errorf("got %+v, %v; want 1 abandoned job and no error", res, err)
+	}
+}
+
+func TestWorkerEchoesAndSleeps(t *testing.T) {
+	const jobs = 5
+	var mu sync.Mutex
+	assigned, completed, sleeps := 0, 0, 0
+	addr := startFake(t, requestArgc, func(w *bufio.Writer, typ uint32, args [][]byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch typ {
+		case typeCanDo:
+			if string(args[0]) != "f" {
+				t.Errorf("CAN_DO %q", args[0])
+			}
+		case typeGrabJob:
+			if assigned == jobs {
+				writeRes(w, typeNoJob)
+				return
+			}
+			assigned++
+			writeRes(w, typeJobAssign, fmt.Sprintf("H:fake:%d", assigned), "f", fmt.Sprintf("payload %d", assigned))
+		case typeWorkComplete:
+			completed++
+			if want := fmt.Sprintf("payload %d", completed); string(args[0]) != fmt.Sprintf("H:fake:%d", completed) || string(args[1]) != want {
+				t.Errorf("WORK_COMPLETE %q %q, want the payload echoed", args[0], args[1])
+			}
+		case typePreSleep:
+			sleeps++
+			if sleeps == 1 {
+				writeRes(w, typeNoop) // wake once; the next GRAB_JOB finds nothing again
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	wk := &Worker{Addr: addr, Function: "f", Grab: 1, Jobs: NewCountdown(jobs, func() { close(done) })}
+	var res WorkerResult
+	var err error
+	finished := make(chan struct{})
+	go func() { res, err = wk.Run(ctx); close(finished) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("countdown did not fire")
+	}
+	// Wait until the worker has slept twice, then stop it.
+	for {
+		mu.Lock()
+		s := sleeps
+		mu.Unlock()
+		if s >= 2 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-finished
+	if err != nil || res.Jobs != jobs {
+		t.Errorf("got %+v, %v; want %d jobs and no error", res, err, jobs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if completed != jobs || sleeps != 2 {
+		t.Errorf("completed %d, slept %d; want %d, 2", completed, sleeps, jobs)
+	}
+}

@@ -1,0 +1,82 @@
+package record
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DetectMachine describes the machine the process runs on.
+func DetectMachine() Machine {
+	m := Machine{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
+	m.Hostname, _ = os.Hostname()
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		m.CPUModel = cpuModel(f)
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		m.MemoryMB = memTotalMB(f)
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo.
+func cpuModel(r io.Reader) string {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(key) == "model name" {
+			return strings.TrimSpace(value)
+		}
+	}
+	return ""
+}
+
+// memTotalMB returns MemTotal of /proc/meminfo in MiB.
+func memTotalMB(r io.Reader) int64 {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb >> 10
+		}
+	}
+	return 0
+}
+
+// GitCommit returns the short commit of HEAD in dir, with "-dirty" when the
+// work tree has changes outside the results directory (a run's own results
+// must not make the next run dirty), or "unknown" outside a repository.
+func GitCommit(dir, resultsDir string) string {
+	git := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	commit, err := git("rev-parse", "--short", "HEAD")
+	if err != nil || commit == "" {
+		return "unknown"
+	}
+	args := []string{"status", "--porcelain", "--", "."}
+	if resultsDir != "" {
+		args = append(args, ":(exclude)"+resultsDir)
+	}
+	if status, err := git(args...); err != nil || status != "" {
+		commit += "-dirty"
+	}
+	return commit
+}

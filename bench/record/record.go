@@ -1,0 +1,177 @@
+// Package record is the result of one benchmark run as it is stored
+// (bench/results/<UTC time>-<commit>.json) and printed (a markdown table).
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// SchemaVersion is bumped when a field changes meaning, so that the report
+// can tell old records from new ones.
+const SchemaVersion = 1
+
+// Record is one invocation of the bench command.
+type Record struct {
+	Schema  int       `json:"schema"`
+	Time    time.Time `json:"time"`   // start of the run, UTC
+	Commit  string    `json:"commit"` // short hash, "-dirty" appended if the tree had changes
+	Command []string  `json:"command"`
+	Quick   bool      `json:"quick"`
+	Machine Machine   `json:"machine"`
+	Servers []Server  `json:"servers"`
+	Runs    []Run     `json:"runs"`
+}
+
+// Machine is where the run happened.
+type Machine struct {
+	Hostname  string `json:"hostname"`
+	NumCPU    int    `json:"nproc"`
+	CPUModel  string `json:"cpu_model"`
+	Kernel    string `json:"kernel"`
+	MemoryMB  int64  `json:"memory_mb"`
+	GoVersion string `json:"go_version"`
+}
+
+// Server is one server binary under test.
+type Server struct {
+	Name    string   `json:"name"`
+	Path    string   `json:"path"`
+	Version string   `json:"version"`
+	Args    []string `json:"args"` // with PORT for the port
+}
+
+// Run is one scenario against one server.
+type Run struct {
+	Scenario string            `json:"scenario"`
+	Server   string            `json:"server"`
+	Round    int               `json:"round"` // 1-based repetition
+	Params   map[string]string `json:"params"`
+
+	Jobs       int64   `json:"jobs"`        // jobs measured
+	Seconds    float64 `json:"seconds"`     // measured time
+	JobsPerSec float64 `json:"jobs_per_s"`  // the scenario's headline rate
+	Latency    Latency `json:"latency_us"`  // per job, see the scenario for what is timed
+	RSSMB      float64 `json:"rss_mb"`      // server RSS at the end of the load
+	PeakRSSMB  float64 `json:"peak_rss_mb"` // server's RSS high-water mark
+	CPUSeconds float64 `json:"cpu_s"`       // server CPU (user+sys) during the scenario
+	LoadCPU    float64 `json:"load_cpu_s"`  // the load generator's own CPU during the scenario
+
+	// Extra holds scenario-specific figures, e.g. "drain_jobs_per_s".
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// Error is set when the run failed; the figures are then partial.
+	Error string `json:"error,omitempty"`
+}
+
+// Latency is a summary of an HDR histogram, in microseconds.
+type Latency struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   int64   `json:"p50"`
+	P99   int64   `json:"p99"`
+	P999  int64   `json:"p99_9"`
+	Max   int64   `json:"max"`
+}
+
+// Summarize summarizes a histogram recorded in microseconds.
+func Summarize(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
+		return Latency{}
+	}
+	return Latency{
+		Count: h.TotalCount(),
+		Mean:  h.Mean(),
+		P50:   h.ValueAtQuantile(50),
+		P99:   h.ValueAtQuantile(99),
+		P999:  h.ValueAtQuantile(99.9),
+		Max:   h.Max(),
+	}
+}
+
+// FileName is the record's name in the results directory:
+// 20060102T150405Z-<commit>.json.
+func (r *Record) FileName() string {
+	return r.Time.UTC().Format("20060102T150405Z") + "-" + r.Commit + ".json"
+}
+
+// Write stores the record in dir and returns the file's path.
+func (r *Record) Write(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, r.FileName())
+	return path, os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// Read loads one record.
+func Read(path string) (*Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// ReadDir loads every *.json record in dir, oldest first.
+func ReadDir(dir string) ([]*Record, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var records []*Record
+	for _, p := range paths {
+		r, err := Read(p)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, r)
+	}
+	slices.SortStableFunc(records, func(a, b *Record) int { return a.Time.Compare(b.Time) })
+	return records, nil
+}
+
+// Find returns the run of scenario against server in the given round, or nil.
+func (r *Record) Find(scenario, server string, round int) *Run {
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		if run.Scenario == scenario && run.Server == server && run.Round == round {
+			return run
+		}
+	}
+	return nil
+}
+
+// Scenarios lists the record's scenarios in the order they ran.
+func (r *Record) Scenarios() []string {
+	var names []string
+	for _, run := range r.Runs {
+		if !slices.Contains(names, run.Scenario) {
+			names = append(names, run.Scenario)
+		}
+	}
+	return names
+}
+
+// Label names the record in tables and charts: date, commit and mode.
+func (r *Record) Label() string {
+	s := r.Time.UTC().Format("2006-01-02 15:04") + " " + r.Commit
+	if r.Quick {
+		s += " (quick)"
+	}
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,191 @@
+package record
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+func TestSummarize(t *testing.T) {
+	tests := []struct {
+		name   string
+		values []int64 // microseconds, each recorded once
+		want   Latency
+	}{
+		{"empty", nil, Latency{}},
+		{"one value", []int64{250}, Latency{Count: 1, Mean: 250, P50: 250, P99: 250, P999: 250, Max: 250}},
+		{"1..1000", seq(1, 1000), Latency{Count: 1000, Mean: 500.5, P50: 500, P99: 990, P999: 999, Max: 1000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := hdrhistogram.New(1, 60_000_000, 3)
+			for _, v := range tt.values {
+				if err := h.RecordValue(v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := Summarize(h); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := Summarize(nil); got != (Latency{}) {
+		t.Errorf("Summarize(nil) = %+v", got)
+	}
+}
+
+func TestSummarizeOutlier(t *testing.T) {
+	// 999 fast jobs and one slow one: p99 stays fast, max and p99.9 do not.
+	h := hdrhistogram.New(1, 60_000_000, 3)
+	h.RecordValues(100, 999)
+	h.RecordValue(2_000_000)
+	got := Summarize(h)
+	if got.P50 != 100 || got.P99 != 100 || got.P999 != 100 || got.Max < 1_999_000 {
+		t.Errorf("got %+v", got)
+	}
+	h.RecordValue(2_000_000) // 2 of 1001: now above the 99.9th percentile
+	if got := Summarize(h); got.P999 < 1_999_000 {
+		t.Errorf("p99.9 = %d with 2 slow jobs of 1001", got.P999)
+	}
+}
+
+func seq(from, to int64) []int64 {
+	var s []int64
+	for v := from; v <= to; v++ {
+		s = append(s, v)
+	}
+	return s
+}
+
+func sampleRecord() *Record {
+	return &Record{
+		Schema:  SchemaVersion,
+		Time:    time.Date(2026, 11, 22, 17, 4, 5, 0, time.UTC),
+		Commit:  "05b35ed-dirty",
+		Command: []string{"bin/switchyard-bench", "--quick"},
+		Quick:   true,
+		Machine: Machine{Hostname: "h", NumCPU: 2, CPUModel: "AMD EPYC", Kernel: "6.1", MemoryMB: 24105, GoVersion: "go1.26"},
+		Servers: []Server{{Name: "switchyard", Path: "bin/switchyard", Version: "switchyard 0.1.0", Args: []string{"-p", "PORT"}}},
+		Runs: []Run{
+			{Scenario: "fg", Server: "switchyard", Round: 1, Params: map[string]string{"clients": "4"},
+				Jobs: 90000, Seconds: 3, JobsPerSec: 30000,
+				Latency: Latency{Count: 90000, Mean: 2100.5, P50: 2000, P99: 5000, P999: 8000, Max: 12000},
+				RSSMB:   12.5, PeakRSSMB: 13, CPUSeconds: 2.9, LoadCPU: 3.1},
+			{Scenario: "fg", Server: "gearmand", Round: 1, Jobs: 45000, Seconds: 3, JobsPerSec: 15000,
+				Latency: Latency{Count: 45000, P50: 4000, P99: 10000, P999: 12000, Max: 15000}, RSSMB: 11, CPUSeconds: 3.9},
+			{Scenario: "queue-1m", Server: "switchyard", Round: 1, JobsPerSec: 200000,
+				Extra: map[string]float64{"drain_jobs_per_s": 40000, "rss_full_mb": 42.25, "drain_s": 2.5, "last10_vs_first10_pct": 95},
+				Error: "drain: 10 of 20 jobs\ndone | late"},
+		},
+	}
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	rec := sampleRecord()
+	path, err := rec.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "20261122T170405Z-05b35ed-dirty.json"); path != want {
+		t.Errorf("path %q, want %q", path, want)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Errorf("round trip changed the record:\ngot  %+v\nwant %+v", got, rec)
+	}
+
+	older := sampleRecord()
+	older.Time = rec.Time.Add(-time.Hour)
+	older.Commit = "1234567"
+	if _, err := older.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	all, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].Commit != "1234567" || all[1].Commit != "05b35ed-dirty" {
+		t.Errorf("ReadDir did not return both records oldest first: %v", all)
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	md := sampleRecord().Markdown()
+	lines := strings.Split(strings.TrimSpace(md), "\n")
+	if len(lines) != 2+3 {
+		t.Fatalf("want a header, a separator and 3 rows, got:\n%s", md)
+	}
+	wantRows := []string{
+		"| fg | switchyard | 30.0k | 2.00ms | 5.00ms | 8.00ms | 12.0ms | 12.5 | 2.90 | 2.00x jobs/s, 0.50x p99 |  |",
+		"| fg | gearmand | 15.0k | 4.00ms | 10.0ms | 12.0ms | 15.0ms | 11.0 | 3.90 |  |  |",
+		"| queue-1m | switchyard | 200k | - | - | - | - | 0.0 | 0.00 |  | **error**: drain: 10 of 20 jobs done \\| late drain 40.0k/s, drain 2.50 s, last10 vs first10 95%, rss full 42.2 MB |",
+	}
+	for i, want := range wantRows {
+		if lines[2+i] != want {
+			t.Errorf("row %d:\ngot  %s\nwant %s", i, lines[2+i], want)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{FormatRate(950), "950"},
+		{FormatRate(12345), "12.3k"},
+		{FormatRate(1_250_000), "1.25M"},
+		{FormatRate(0.5), "0.50"},
+		{FormatRate(0), "0"},
+		{FormatMicros(0), "-"},
+		{FormatMicros(85), "85µs"},
+		{FormatMicros(1234), "1.23ms"},
+		{FormatMicros(65_200), "65.2ms"},
+		{FormatMicros(2_500_000), "2.50s"},
+		{FormatRatio(0.314), "0.31x"},
+		{FormatRatio(12.46), "12.5x"},
+		{FormatRatio(140.2), "140x"},
+		{Compare(30000, 5000, 15000, 10000), "2.00x jobs/s, 0.50x p99"},
+		{Compare(30000, 0, 15000, 10000), "2.00x jobs/s"},
+		{Compare(30000, 5000, 0, 0), ""},
+		{FormatExtra(map[string]float64{"idle_conns": 10000, "open_conns_s": 1.284, "rss_idle_mb": 20.61}), "idle conns 10000, open conns 1.28 s, rss idle 20.6 MB"},
+		{FormatExtra(nil), ""},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+func TestLabelAndScenarios(t *testing.T) {
+	rec := sampleRecord()
+	if got, want := rec.Label(), "2026-11-22 17:04 05b35ed-dirty (quick)"; got != want {
+		t.Errorf("Label() = %q, want %q", got, want)
+	}
+	if got := rec.Scenarios(); !reflect.DeepEqual(got, []string{"fg", "queue-1m"}) {
+		t.Errorf("Scenarios() = %q", got)
+	}
+	if rec.Find("fg", "gearmand", 1) == nil || rec.Find("fg", "gearmand", 2) != nil {
+		t.Error("Find does not match scenario, server and round")
+	}
+}
+
+func TestMachineParsing(t *testing.T) {
+	cpuinfo := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n"
+	if got := cpuModel(strings.NewReader(cpuinfo)); got != "AMD EPYC 7B13" {
+		t.Errorf("cpuModel = %q", got)
+	}
+	if got := cpuModel(strings.NewReader("processor : 0\n")); got != "" {
+		t.Errorf("cpuModel without a model name = %q", got)
+	}
+	meminfo := "MemTotal:       24683520 kB\nMemFree:        23968000 kB\n"
+	if got := memTotalMB(strings.NewReader(meminfo)); got != 24105 {
+		t.Errorf("memTotalMB = %d", got)
+	}
+}

@@ -1,0 +1,141 @@
+package record
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Baseline is the server every other one is compared with.
+const Baseline = "gearmand"
+
+// Markdown renders the record's runs as a markdown table, one row per run,
+// in the order they ran. Runs of other servers carry their ratios to the
+// baseline run of the same scenario and round.
+func (r *Record) Markdown() string {
+	var b strings.Builder
+	b.WriteString("| scenario | server | jobs/s | p50 | p99 | p99.9 | max | RSS MB | CPU s | vs gearmand | notes |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+	for _, run := range r.Runs {
+		vs := ""
+		if base := r.Find(run.Scenario, Baseline, run.Round); base != nil && run.Server != Baseline {
+			vs = Compare(run.JobsPerSec, float64(run.Latency.P99), base.JobsPerSec, float64(base.Latency.P99))
+		}
+		notes := FormatExtra(run.Extra)
+		if run.Error != "" {
+			notes = strings.TrimSpace("**error**: " + oneLine(run.Error, 120) + " " + notes)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s |\n",
+			run.Scenario, run.Server, FormatRate(run.JobsPerSec),
+			FormatMicros(run.Latency.P50), FormatMicros(run.Latency.P99),
+			FormatMicros(run.Latency.P999), FormatMicros(run.Latency.Max),
+			run.RSSMB, run.CPUSeconds, vs, notes)
+	}
+	return b.String()
+}
+
+// Compare says how a run does against the baseline's: throughput ratio
+// (higher is better) and p99 ratio (lower is better). A p99 of 0 means none
+// was measured.
+func Compare(jobsPerSec, p99, baseJobsPerSec, baseP99 float64) string {
+	var parts []string
+	if baseJobsPerSec > 0 {
+		parts = append(parts, FormatRatio(jobsPerSec/baseJobsPerSec)+" jobs/s")
+	}
+	if baseP99 > 0 && p99 > 0 {
+		parts = append(parts, FormatRatio(p99/baseP99)+" p99")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// FormatRatio prints a ratio with two or three significant digits: 0.31x, 12.5x, 140x.
+func FormatRatio(x float64) string {
+	switch {
+	case math.IsInf(x, 0) || math.IsNaN(x):
+		return "n/a"
+	case x >= 100:
+		return fmt.Sprintf("%.0fx", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1fx", x)
+	default:
+		return fmt.Sprintf("%.2fx", x)
+	}
+}
+
+// FormatRate prints a rate with three significant digits: 950, 12.3k, 1.25M.
+func FormatRate(x float64) string {
+	switch {
+	case x >= 1e6:
+		return trimFloat(x/1e6) + "M"
+	case x >= 1e3:
+		return trimFloat(x/1e3) + "k"
+	default:
+		return trimFloat(x)
+	}
+}
+
+// FormatMicros prints a latency in microseconds in a readable unit.
+func FormatMicros(us int64) string {
+	switch {
+	case us == 0:
+		return "-"
+	case us < 1000:
+		return fmt.Sprintf("%dµs", us)
+	case us < 1_000_000:
+		return trimFloat(float64(us)/1e3) + "ms"
+	default:
+		return trimFloat(float64(us)/1e6) + "s"
+	}
+}
+
+// trimFloat prints x with three significant digits.
+func trimFloat(x float64) string {
+	switch {
+	case x == 0:
+		return "0"
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.2f", x)
+	}
+}
+
+// FormatExtra prints scenario-specific figures, sorted by name, in a unit
+// read from the name's suffix: "_jobs_per_s", "_mb", "_s", "_pct".
+func FormatExtra(extra map[string]float64) string {
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v := extra[k]
+		var s string
+		switch {
+		case strings.HasSuffix(k, "_jobs_per_s"):
+			k, s = strings.TrimSuffix(k, "_jobs_per_s"), FormatRate(v)+"/s"
+		case strings.HasSuffix(k, "_mb"):
+			k, s = strings.TrimSuffix(k, "_mb"), fmt.Sprintf("%.1f MB", v)
+		case strings.HasSuffix(k, "_pct"):
+			k, s = strings.TrimSuffix(k, "_pct"), fmt.Sprintf("%.0f%%", v)
+		case strings.HasSuffix(k, "_s"):
+			k, s = strings.TrimSuffix(k, "_s"), trimFloat(v)+" s"
+		default:
+			s = trimFloat(v)
+		}
+		parts = append(parts, strings.ReplaceAll(k, "_", " ")+" "+s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return strings.ReplaceAll(s, "|", "\\|")
+}

@@ -1,0 +1,116 @@
+package report
+
+import (
+	"encoding/xml"
+	"io"
+	"strings"
+	"testing"
+
+	"switchyard/bench/record"
+)
+
+func loadFixtures(t *testing.T) *Series {
+	t.Helper()
+	records, err := record.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 2 {
+		t.Fatalf("want 2 fixture records, got %d", len(records))
+	}
+	return Collect(records)
+}
+
+func TestCollect(t *testing.T) {
+	s := loadFixtures(t)
+	if got := strings.Join(s.Scenarios, ","); got != "fg,queue-1m,conns-10k" {
+		t.Errorf("scenarios %s", got)
+	}
+	if got := strings.Join(s.Servers, ","); got != "switchyard,gearmand" {
+		t.Errorf("servers %s", got)
+	}
+	tests := []struct {
+		scenario, server string
+		record           int
+		want             *Point
+	}{
+		{"fg", "switchyard", 0, &Point{JobsPerSec: 31000, P99Micros: 6000}}, // two rounds averaged
+		{"fg", "gearmand", 0, &Point{JobsPerSec: 14500, P99Micros: 10000}},
+		{"queue-1m", "gearmand", 0, &Point{JobsPerSec: 90000, P99Micros: 9000, Failed: true}},
+		{"fg", "switchyard", 1, &Point{JobsPerSec: 45000, P99Micros: 4000}},
+		{"fg", "gearmand", 1, nil},
+		{"conns-10k", "switchyard", 0, nil},
+	}
+	for _, tt := range tests {
+		got := s.Point(tt.scenario, tt.server, tt.record)
+		if (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
+			t.Errorf("Point(%s, %s, %d) = %+v, want %+v", tt.scenario, tt.server, tt.record, got, tt.want)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	md := Markdown(loadFixtures(t))
+	for _, want := range []string{
+		"## Latest run: 2026-11-02 10:00 2222222-dirty (quick)",
+		"Command: `bin/switchyard-bench --quick --gearmand none`",
+		"| conns-10k | switchyard | 20.0k |",
+		"![jobs/s and p99 per scenario over runs](history.svg)",
+		"### fg\n\n| run | switchyard jobs/s | switchyard p99 | gearmand jobs/s | gearmand p99 | vs gearmand |",
+		// newest first; the quick run has no gearmand
+		"| 2026-11-02 10:00 2222222-dirty (quick) | 45.0k | 4.00ms |  |  |  |\n| 2026-11-01 10:00 1111111 | 31.0k | 6.00ms | 14.5k | 10.0ms | 2.14x jobs/s, 0.60x p99 |",
+		"### queue-1m\n\n| run | switchyard jobs/s | switchyard p99 | gearmand jobs/s | gearmand p99 | vs gearmand |\n" +
+			"| --- | --: | --: | --: | --: | --- |\n" +
+			"| 2026-11-01 10:00 1111111 | 200k | 5.00ms | 90.0k (error) | 9.00ms | 2.22x jobs/s, 0.56x p99 |\n\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("README lacks %q:\n%s", want, md)
+		}
+	}
+	if empty := Markdown(Collect(nil)); !strings.Contains(empty, "No results yet") {
+		t.Errorf("README without records:\n%s", empty)
+	}
+}
+
+func TestSVG(t *testing.T) {
+	svg := SVG(loadFixtures(t))
+	// Well-formed XML: the fixture's "<&>" must have been escaped.
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	counts := map[string]int{}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v\n%s", err, svg)
+		}
+		if el, ok := tok.(xml.StartElement); ok {
+			counts[el.Name.Local]++
+		}
+	}
+	// Points: fg has 2+1 per metric, queue-1m 1+1, conns-10k 1; times 2 metrics.
+	if got, want := counts["circle"], 2*(3+2+1)+len(Collect(nil).Servers)+3; got != want {
+		t.Errorf("%d circles, want %d (points plus legend)", got, want)
+	}
+	// Lines join consecutive points of a server: only switchyard's fg has two.
+	if got := counts["polyline"]; got != 2 {
+		t.Errorf("%d polylines, want 2", got)
+	}
+	for _, want := range []string{`fill="white"`, "<title>2026-11-01 10:00 1111111 gearmand: 90.0k (error)</title>", ">queue-1m<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	tests := []struct{ in, want float64 }{
+		{0, 1}, {-3, 1}, {0.7, 1}, {1, 1}, {1.01, 2}, {3, 5}, {7.5, 10}, {12, 20}, {45000, 50000}, {200000, 200000},
+	}
+	for _, tt := range tests {
+		if got := niceCeil(tt.in); got != tt.want {
+			t.Errorf("niceCeil(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,380 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"switchyard/bench/load"
+	"switchyard/bench/record"
+)
+
+// The Gearman scenarios. Every run gets a fresh server, so one function
+// name per scenario is enough.
+
+var fgUses = []string{"clients", "workers", "inflight", "grab", "payload", "duration", "warmup"}
+
+var fg = &Scenario{
+	Name:  "fg",
+	About: "foreground jobs: clients keep jobs in flight, workers complete them; latency is submit to WORK_COMPLETE",
+	Uses:  fgUses,
+	Full:  Params{Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 20 * time.Second, Warmup: time.Second},
+	Quick: Params{Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:   foreground,
+}
+
+var fgSync = &Scenario{
+	Name:  "fg-sync",
+	About: "one client, one worker, one job in flight: the round trip through the server",
+	Uses:  fgUses,
+	Full:  Params{Clients: 1, Workers: 1, InFlight: 1, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
+	Quick: Params{Clients: 1, Workers: 1, InFlight: 1, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:   foreground,
+}
+
+var fgMany = &Scenario{
+	Name:  "fg-many",
+	About: "fg with 64 clients and 64 workers",
+	Uses:  fgUses,
+	Full:  Params{Clients: 64, Workers: 64, InFlight: 16, Grab: 1, Payload: 64, Duration: 20 * time.Second, Warmup: time.Second},
+	Quick: Params{Clients: 64, Workers: 64, InFlight: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:   foreground,
+}
+
+var payload1M = &Scenario{
+	Name:  "payload-1m",
+	About: "fg with 1 MiB payloads, echoed back by the workers",
+	Uses:  fgUses,
+	Full:  Params{Clients: 2, Workers: 2, InFlight: 2, Grab: 1, Payload: 1 << 20, Duration: 10 * time.Second, Warmup: time.Second},
+	Quick: Params{Clients: 2, Workers: 2, InFlight: 2, Grab: 1, Payload: 1 << 20, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:   foreground,
+}
+
+var conns10K = &Scenario{
+	Name:  "conns-10k",
+	About: "fg while 10,000 idle connections are held open",
+	Uses:  append([]string{"conns"}, fgUses...),
+	Full:  Params{Conns: 10_000, Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
+	Quick: Params{Conns: 10_000, Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:   runConns,
+}
+
+var bgUses = []string{"clients", "inflight", "payload", "duration", "jobs", "workers", "grab", "timeout"}
+
+var bg = &Scenario{
+	Name:  "bg",
+	About: "background submits with no worker for the duration (or the job count), then workers drain the queue; latency is submit to JOB_CREATED",
+	Uses:  bgUses,
+	// The job cap keeps the queue moderate: queue-1m is the large one.
+	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Duration: 10 * time.Second, Jobs: 300_000, Workers: 4, Grab: 1, Timeout: 120 * time.Second},
+	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Duration: 3 * time.Second, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second},
+	run:   runBackground,
+}
+
+var queue1M = &Scenario{
+	Name:  "queue-1m",
+	About: "queue the job count in the background with no worker: submit rate of the first and the last 10%, RSS when full, then drain and RSS after",
+	Uses:  append(bgUses[:len(bgUses):len(bgUses)], "settle"),
+	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
+	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
+	run:   runQueue,
+}
+
+// grace is how long clients wait for their outstanding jobs once the
+// measured time is over.
+const grace = 5 * time.Second
+
+// readyTimeout bounds how long workers may take to register.
+const readyTimeout = 10 * time.Second
+
+func payloadOf(n int) []byte { return bytes.Repeat([]byte{'x'}, n) }
+
+// workerPool is a set of running worker connections.
+type workerPool struct {
+	cancel context.CancelFunc
+	ready  sync.WaitGroup
+	done   sync.WaitGroup
+	mu     sync.Mutex
+	jobs   int64
+	errs   []error
+}
+
+// startWorkers starts n workers for function; jobs, when set, is counted
+// down per job done.
+func startWorkers(ctx context.Context, addr, function string, p Params, jobs *load.Countdown) *workerPool {
+	ctx, cancel := context.WithCancel(ctx)
+	pool := &workerPool{cancel: cancel}
+	pool.ready.Add(p.Workers)
+	for range p.Workers {
+		var once sync.Once
+		ready := func() { once.Do(pool.ready.Done) }
+		w := &load.Worker{Addr: addr, Function: function, Grab: p.Grab, Jobs: jobs, Ready: ready}
+		pool.done.Go(func() {
+			res, err := w.Run(ctx)
+			ready() // a worker that failed is not waited for
+			pool.mu.Lock()
+			pool.jobs += res.Jobs
+			if err != nil {
+				pool.errs = append(pool.errs, fmt.Errorf("worker: %w", err))
+			}
+			pool.mu.Unlock()
+		})
+	}
+	return pool
+}
+
+// exited returns a channel closed once every worker has returned.
+func (pool *workerPool) exited() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { pool.done.Wait(); close(ch) }()
+	return ch
+}
+
+// waitReady waits until every worker has registered (or failed).
+func (pool *workerPool) waitReady(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { pool.ready.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(readyTimeout):
+		return fmt.Errorf("workers not registered after %v", readyTimeout)
+	}
+}
+
+// stop stops the workers and returns their job count and errors.
+func (pool *workerPool) stop() (int64, error) {
+	pool.cancel()
+	pool.done.Wait()
+	return pool.jobs, errors.Join(firstErrors(pool.errs)...)
+}
+
+// clientsResult is the sum of several clients' results.
+type clientsResult struct {
+	measured, finished, submitted, failed, abandoned int64
+	latency                                          *hdrhistogram.Histogram
+	err                                              error
+}
+
+// runClients runs n clients in one phase and sums their results.
+func runClients(ctx context.Context, n int, c load.Client, ph *load.Phase) clientsResult {
+	sum := clientsResult{latency: load.NewLatencyHistogram()}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			res, err := c.Run(ctx, ph)
+			mu.Lock()
+			defer mu.Unlock()
+			sum.measured += res.Measured
+			sum.finished += res.Finished
+			sum.submitted += res.Submitted
+			sum.failed += res.Failed
+			sum.abandoned += res.Abandoned
+			sum.latency.Merge(res.Latency)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("client: %w", err))
+			}
+		})
+	}
+	wg.Wait()
+	sum.err = errors.Join(firstErrors(errs)...)
+	return sum
+}
+
+// firstErrors keeps error lists readable when many connections fail alike.
+func firstErrors(errs []error) []error {
+	const keep = 3
+	if len(errs) <= keep {
+		return errs
+	}
+	return append(errs[:keep:keep], fmt.Errorf("... and %d more", len(errs)-keep))
+}
+
+// foreground runs workers and clients for the warm-up plus the measured
+// time and fills out's throughput and latency.
+func foreground(ctx context.Context, t Target, p Params, out *record.Run) error {
+	const function = "bench-fg"
+	workers := startWorkers(ctx, t.Addr, function, p, nil)
+	if err := workers.waitReady(ctx); err != nil {
+		_, werr := workers.stop()
+		return errors.Join(err, werr)
+	}
+	start := time.Now().Add(p.Warmup)
+	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: grace}
+	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), InFlight: p.InFlight}
+	res := runClients(ctx, p.Clients, client, ph)
+	// RSS under load, before the workers go.
+	if u, err := t.Usage(); err == nil {
+		out.RSSMB = megabytes(u.RSS)
+	}
+	_, werr := workers.stop()
+
+	out.Jobs = res.measured
+	out.Seconds = p.Duration.Seconds()
+	out.JobsPerSec = float64(res.measured) / p.Duration.Seconds()
+	out.Latency = record.Summarize(res.latency)
+	if res.failed > 0 {
+		setExtra(out, "failed", float64(res.failed))
+	}
+	if res.abandoned > 0 {
+		setExtra(out, "abandoned", float64(res.abandoned))
+	}
+	if res.measured == 0 && res.err == nil && werr == nil {
+		return errors.New("no job completed in the measured time")
+	}
+	return errors.Join(res.err, werr)
+}
+
+// runConns opens the idle connections, then runs fg beside them.
+func runConns(ctx context.Context, t Target, p Params, out *record.Run) error {
+	begin := time.Now()
+	conns, err := load.OpenIdle(ctx, t.Addr, p.Conns, 16)
+	if err != nil {
+		return err
+	}
+	defer load.CloseAll(conns)
+	setExtra(out, "idle_conns", float64(len(conns)))
+	setExtra(out, "open_conns_s", time.Since(begin).Seconds())
+	if u, err := t.Usage(); err == nil {
+		setExtra(out, "rss_idle_mb", megabytes(u.RSS))
+	}
+	return foreground(ctx, t, p, out)
+}
+
+// fill submits background jobs until the phase ends and returns how many
+// the server acknowledged and how long that took.
+func fill(ctx context.Context, t Target, p Params, function string, ph *load.Phase) (clientsResult, time.Duration) {
+	begin := time.Now()
+	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), InFlight: p.InFlight, Background: true}
+	res := runClients(ctx, p.Clients, client, ph)
+	return res, time.Since(begin)
+}
+
+// drain runs workers until they have done want jobs or the timeout passes,
+// and returns how many they did and how long it took.
+func drain(ctx context.Context, t Target, p Params, function string, want int64) (int64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	begin := time.Now()
+	var end time.Time
+	countdown := load.NewCountdown(want, func() { end = time.Now(); cancel() })
+	workers := startWorkers(ctx, t.Addr, function, p, countdown)
+	select {
+	case <-ctx.Done():
+	case <-workers.exited(): // all failed
+	}
+	done, err := workers.stop()
+	if end.IsZero() {
+		end = time.Now()
+		err = errors.Join(err, fmt.Errorf("drain: %d of %d jobs done after %v", done, want, p.Timeout))
+	}
+	return done, end.Sub(begin), err
+}
+
+// runBackground: submit for the duration (or the job count), then drain.
+func runBackground(ctx context.Context, t Target, p Params, out *record.Run) error {
+	const function = "bench-bg"
+	begin := time.Now()
+	ph := &load.Phase{Start: begin, End: begin.Add(p.Duration), Budget: load.NewBudget(int64(p.Jobs)), Grace: grace}
+	res, took := fill(ctx, t, p, function, ph)
+	out.Jobs = res.finished
+	out.Seconds = took.Seconds()
+	out.JobsPerSec = float64(res.finished) / took.Seconds()
+	out.Latency = record.Summarize(res.latency)
+	if u, err := t.Usage(); err == nil {
+		out.RSSMB = megabytes(u.RSS)
+	}
+	if res.err != nil {
+		return res.err
+	}
+	done, drainTook, err := drain(ctx, t, p, function, res.finished)
+	setExtra(out, "drain_jobs_per_s", float64(done)/drainTook.Seconds())
+	setExtra(out, "drain_s", drainTook.Seconds())
+	return err
+}
+
+// runQueue: queue the job count, then drain, watching rate and memory.
+func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
+	const function = "bench-queue"
+	fillCtx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	progress := load.NewProgress(int64(p.Jobs))
+	ph := &load.Phase{Start: time.Now(), Budget: load.NewBudget(int64(p.Jobs)), Progress: progress, Grace: grace}
+	res, took := fill(fillCtx, t, p, function, ph)
+	cancel()
+	out.Jobs = res.finished
+	out.Seconds = took.Seconds()
+	out.JobsPerSec = float64(res.finished) / took.Seconds()
+	out.Latency = record.Summarize(res.latency)
+	var errs []error
+	if res.err != nil {
+		errs = append(errs, res.err)
+	}
+	if res.finished < int64(p.Jobs) {
+		errs = append(errs, fmt.Errorf("queued %d of %d jobs in %v", res.finished, p.Jobs, took.Round(time.Millisecond)))
+	}
+	if first, last, ok := tenthRates(progress); ok {
+		setExtra(out, "submit_first10_jobs_per_s", first)
+		setExtra(out, "submit_last10_jobs_per_s", last)
+		setExtra(out, "last10_vs_first10_pct", 100*last/first)
+	}
+	if u, err := t.Usage(); err == nil {
+		out.RSSMB = megabytes(u.RSS)
+		setExtra(out, "rss_full_mb", megabytes(u.RSS))
+	}
+	if res.finished > 0 && res.err == nil {
+		done, drainTook, err := drain(ctx, t, p, function, res.finished)
+		setExtra(out, "drain_jobs_per_s", float64(done)/drainTook.Seconds())
+		setExtra(out, "drain_s", drainTook.Seconds())
+		if err != nil {
+			errs = append(errs, err)
+		}
+		select {
+		case <-time.After(p.Settle): // let the server give memory back
+		case <-ctx.Done():
+		}
+		if u, err := t.Usage(); err == nil {
+			setExtra(out, "rss_drained_mb", megabytes(u.RSS))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tenthRates returns the submit rate of the first and of the last 10% of
+// the jobs queued. When the fill stopped short, the last 10% is the last ten
+// percent marks reached.
+func tenthRates(p *load.Progress) (first, last float64, ok bool) {
+	reached := 0
+	for pct := 100; pct > 0; pct-- {
+		if _, ok := p.Mark(pct); ok {
+			reached = pct
+			break
+		}
+	}
+	if reached < 20 {
+		return 0, 0, false
+	}
+	rate := func(from, to int) float64 {
+		a, _ := p.Mark(from)
+		b, _ := p.Mark(to)
+		jobs := float64(p.Total) * float64(to-from) / 100
+		return jobs / b.Sub(a).Seconds()
+	}
+	return rate(0, 10), rate(reached-10, reached), true
+}
+
+func setExtra(out *record.Run, key string, v float64) {
+	if out.Extra == nil {
+		out.Extra = make(map[string]float64)
+	}
+	out.Extra[key] = v
+}

@@ -1,0 +1,90 @@
+package scenario
+
+import (
+	"fmt"
+	"time"
+)
+
+// Params are a scenario's knobs. Each scenario uses some of them (see
+// Scenario.Uses); the others are ignored.
+type Params struct {
+	Clients  int           // client connections
+	Workers  int           // worker connections
+	InFlight int           // jobs each client keeps outstanding
+	Grab     int           // GRAB_JOBs each worker keeps outstanding (1 = like libgearman)
+	Payload  int           // job payload in bytes; workers echo it back
+	Duration time.Duration // measured time of a time-bound phase
+	Warmup   time.Duration // load before the measured time, not measured
+	Jobs     int           // job count bound
+	Conns    int           // idle connections held open
+	Timeout  time.Duration // bound on a phase that runs to a count (fill, drain)
+	Settle   time.Duration // pause before reading RSS after a drain
+}
+
+// Param describes one field of Params for flags and records.
+type Param struct {
+	Name  string
+	Usage string
+	// Field returns a pointer to the field: *int or *time.Duration.
+	Field func(*Params) any
+}
+
+// AllParams lists every field of Params.
+var AllParams = []Param{
+	{"clients", "client connections", func(p *Params) any { return &p.Clients }},
+	{"workers", "worker connections", func(p *Params) any { return &p.Workers }},
+	{"inflight", "jobs each client keeps outstanding", func(p *Params) any { return &p.InFlight }},
+	{"grab", "GRAB_JOBs each worker keeps outstanding (1 = like libgearman)", func(p *Params) any { return &p.Grab }},
+	{"payload", "payload bytes per job", func(p *Params) any { return &p.Payload }},
+	{"duration", "measured time", func(p *Params) any { return &p.Duration }},
+	{"warmup", "unmeasured load before the measured time", func(p *Params) any { return &p.Warmup }},
+	{"jobs", "number of jobs (upper bound)", func(p *Params) any { return &p.Jobs }},
+	{"conns", "idle connections held open", func(p *Params) any { return &p.Conns }},
+	{"timeout", "time bound for filling or draining a queue", func(p *Params) any { return &p.Timeout }},
+	{"settle", "pause before reading RSS after the drain", func(p *Params) any { return &p.Settle }},
+}
+
+// LookupParam finds a Param by name.
+func LookupParam(name string) (Param, bool) {
+	for _, p := range AllParams {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// CopyParam sets the named field of dst to its value in src.
+func CopyParam(name string, dst, src *Params) {
+	p, ok := LookupParam(name)
+	if !ok {
+		panic("scenario: no param " + name)
+	}
+	switch d := p.Field(dst).(type) {
+	case *int:
+		*d = *p.Field(src).(*int)
+	case *time.Duration:
+		*d = *p.Field(src).(*time.Duration)
+	}
+}
+
+// Strings returns the named fields as text, for the record.
+func (p Params) Strings(names []string) map[string]string {
+	m := make(map[string]string, len(names))
+	for _, name := range names {
+		if def, ok := LookupParam(name); ok {
+			m[name] = fmt.Sprint(deref(def.Field(&p)))
+		}
+	}
+	return m
+}
+
+func deref(ptr any) any {
+	switch v := ptr.(type) {
+	case *int:
+		return *v
+	case *time.Duration:
+		return *v
+	}
+	return ptr
+}

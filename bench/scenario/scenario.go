@@ -1,0 +1,91 @@
+// Package scenario holds the benchmark scenarios of `make bench`: what load
+// each one puts on a server, for how long, and what it measures.
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"switchyard/bench/harness"
+	"switchyard/bench/record"
+)
+
+// Target is the server a scenario runs against.
+type Target struct {
+	Addr string
+	// Usage reads the server process's memory and CPU use.
+	Usage func() (harness.Usage, error)
+}
+
+// Scenario is one named benchmark.
+type Scenario struct {
+	Name  string
+	About string
+	Uses  []string // the Params fields it reads
+	Full  Params   // defaults of `make bench`
+	Quick Params   // defaults of --quick: a few seconds and smaller counts
+	run   func(ctx context.Context, t Target, p Params, out *record.Run) error
+}
+
+// Run runs the scenario and returns its record (Server and Round left for
+// the caller). A failure is recorded in Run.Error with whatever was measured.
+func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
+	out := record.Run{Scenario: s.Name, Params: p.Strings(s.Uses)}
+	before, errBefore := t.Usage()
+	loadBefore := selfCPU()
+	err := s.run(ctx, t, p, &out)
+	out.LoadCPU = (selfCPU() - loadBefore).Seconds()
+	after, errAfter := t.Usage()
+	if errBefore == nil && errAfter == nil {
+		out.CPUSeconds = (after.CPU - before.CPU).Seconds()
+		out.PeakRSSMB = megabytes(after.PeakRSS)
+		if out.RSSMB == 0 { // not sampled by the scenario at a better moment
+			out.RSSMB = megabytes(after.RSS)
+		}
+	}
+	if err := errors.Join(err, errAfter); err != nil {
+		out.Error = err.Error()
+	}
+	return out
+}
+
+// All is every scenario, in the order `make bench` runs them.
+var All = []*Scenario{fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K}
+
+// Lookup finds scenarios by name, in the order given.
+func Lookup(names []string) ([]*Scenario, error) {
+	var out []*Scenario
+	for _, name := range names {
+		i := slices.IndexFunc(All, func(s *Scenario) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown scenario %q", name)
+		}
+		out = append(out, All[i])
+	}
+	return out, nil
+}
+
+// Names lists the names of All.
+func Names() []string {
+	names := make([]string, len(All))
+	for i, s := range All {
+		names[i] = s.Name
+	}
+	return names
+}
+
+func megabytes(b int64) float64 { return float64(b) / (1 << 20) }
+
+// selfCPU is the bench process's own user+system time, to show how much of
+// the machine the load generator took from the server.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,145 @@
+package scenario
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"switchyard/bench/harness"
+	"switchyard/bench/load"
+)
+
+func TestScenarioNamesAreTheIssues(t *testing.T) {
+	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k"}
+	if got := Names(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %q, want %q", got, want)
+	}
+	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
+		t.Error("Lookup accepted an unknown scenario")
+	}
+}
+
+func TestScenarioParams(t *testing.T) {
+	for _, s := range All {
+		t.Run(s.Name, func(t *testing.T) {
+			for _, name := range s.Uses {
+				if _, ok := LookupParam(name); !ok {
+					t.Errorf("uses unknown param %q", name)
+				}
+			}
+			// Quick is never heavier than full.
+			if s.Quick.Duration > s.Full.Duration || s.Quick.Jobs > s.Full.Jobs || s.Quick.Timeout > s.Full.Timeout {
+				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
+			}
+		})
+	}
+}
+
+func TestCopyParamAndStrings(t *testing.T) {
+	dst := Params{Clients: 1, Duration: time.Second}
+	src := Params{Clients: 64, Duration: 3 * time.Second, Jobs: 7}
+	CopyParam("clients", &dst, &src)
+	CopyParam("duration", &dst, &src)
+	want := Params{Clients: 64, Duration: 3 * time.Second}
+	if dst != want {
+		t.Errorf("got %+v, want %+v", dst, want)
+	}
+	got := dst.Strings([]string{"clients", "duration", "jobs"})
+	if want := map[string]string{"clients": "64", "duration": "3s", "jobs": "0"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Strings = %v, want %v", got, want)
+	}
+}
+
+func TestTenthRates(t *testing.T) {
+	tests := []struct {
+		name        string
+		total, done int64
+		ok          bool
+	}{
+		{"complete", 1000, 1000, true},
+		{"stopped at 55%", 1000, 550, true},
+		{"too little to compare", 1000, 150, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := load.NewProgress(tt.total)
+			for range tt.done {
+				p.Add(1)
+			}
+			first, last, ok := tenthRates(p)
+			if ok != tt.ok {
+				t.Fatalf("ok = %v, want %v", ok, tt.ok)
+			}
+			if ok && (first <= 0 || last <= 0) {
+				t.Errorf("rates %v, %v", first, last)
+			}
+		})
+	}
+}
+
+// TestForegroundAgainstSwitchyard builds switchyard and runs the fg and bg
+// scenarios against it for a moment with tiny counts. It checks that the
+// harness and the load generators work end to end, not how fast.
+func TestForegroundAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "switchyard")
+	build := exec.Command("go", "build", "-o", bin, "switchyard/cmd/switchyard")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := harness.Start(ctx, harness.Config{
+		Name: "switchyard",
+		Path: bin,
+		Args: func(port int) []string {
+			return []string{"-L", "127.0.0.1", "-p", strconv.Itoa(port), "-t", "0", "-l", "stderr"}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	target := Target{Addr: srv.Addr, Usage: srv.Usage}
+
+	tests := []struct {
+		scenario *Scenario
+		params   Params
+	}{
+		{fg, Params{Clients: 2, Workers: 2, InFlight: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond}},
+		{fg, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond}}, // pipelined worker
+		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}},
+		{conns10K, Params{Conns: 50, Clients: 1, Workers: 1, InFlight: 2, Grab: 1, Payload: 64, Duration: 300 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario.Name, func(t *testing.T) {
+			run := tt.scenario.Run(ctx, target, tt.params)
+			if run.Error != "" {
+				t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+			}
+			if run.Jobs <= 0 || run.JobsPerSec <= 0 || run.Latency.Count != run.Jobs || run.Latency.P50 <= 0 ||
+				run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 {
+				t.Errorf("implausible run: %+v", run)
+			}
+			if tt.scenario == bg && (run.Jobs != 500 || run.Extra["drain_jobs_per_s"] <= 0) {
+				t.Errorf("bg queued %d of 500 jobs, extras %v", run.Jobs, run.Extra)
+			}
+			if tt.scenario == conns10K && run.Extra["idle_conns"] != 50 {
+				t.Errorf("idle connections: %v", run.Extra)
+			}
+		})
+	}
+	if err := srv.Alive(); err != nil {
+		t.Error(err)
+	}
+}
