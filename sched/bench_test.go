@@ -12,7 +12,7 @@ func (nopListener) Notify(uint64, *Update) {}
 
 type nopWaker struct{}
 
-func (nopWaker) Wake() {}
+func (nopWaker) Wake(any) {}
 
 // prefill queues n background jobs for f.
 func prefill(b *testing.B, s *Sched, f string, n int) {

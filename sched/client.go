@@ -23,6 +23,11 @@ type Update struct {
 	Kind UpdateKind
 	Data []byte // payload; the numerator for Status
 	Den  []byte // denominator for Status
+	// Origin is the reporting frontend's token for its goroutine, passed
+	// through untouched (nil for updates sched makes itself, such as a Fail
+	// after the last retry). A listener that recognises its own token can
+	// write directly instead of handing the update across goroutines.
+	Origin any
 }
 
 // Listener receives the updates of the jobs a client is attached to. Notify

@@ -191,6 +191,9 @@ type SubmitReq struct {
 	CoalesceOnPayload bool
 	// When runs the job no earlier than this unix time; 0 = now.
 	When int64
+	// Origin is the frontend's token for the goroutine submitting; it is
+	// handed to the Wakers this submit wakes.
+	Origin any
 }
 
 // Submit queues a job, or joins an existing one with the same function and
@@ -259,7 +262,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		s.collectSleepers(f, &wake)
 	}
 	sh.mu.Unlock()
-	s.wakeAll(sh, f, &wake)
+	s.wakeAll(sh, f, &wake, r.Origin)
 	return j.id, nil
 }
 

@@ -32,7 +32,7 @@ func (r *recorder) events() []string {
 
 type waker struct{ n atomic.Int32 }
 
-func (w *waker) Wake() { w.n.Add(1) }
+func (w *waker) Wake(any) { w.n.Add(1) }
 
 func newTest(t *testing.T, cfg Config) *Sched {
 	t.Helper()
@@ -673,7 +673,7 @@ func TestConcurrent(t *testing.T) {
 
 type chanWaker chan struct{}
 
-func (c chanWaker) Wake() {
+func (c chanWaker) Wake(any) {
 	select {
 	case c <- struct{}{}:
 	default:

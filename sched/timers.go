@@ -39,7 +39,7 @@ func (s *Sched) Advance(now time.Time) {
 			sh.mu.Lock()
 			s.collectSleepers(j.fn, &wl)
 			sh.mu.Unlock()
-			s.wakeAll(sh, j.fn, &wl)
+			s.wakeAll(sh, j.fn, &wl, nil)
 		}
 		for _, j := range late {
 			sh.mu.Lock()

@@ -9,9 +9,11 @@ import (
 
 // Waker is how sched tells a sleeping worker that work may be waiting.
 // Wake is called at most once per Sleep, outside every scheduler lock, and
-// must not block.
+// must not block. origin is the Origin of the call that made the work
+// (nil for timers): a frontend that recognises its own token knows it is
+// on the goroutine that made the call.
 type Waker interface {
-	Wake()
+	Wake(origin any)
 }
 
 // Worker sleep states.
@@ -344,7 +346,7 @@ func (s *Sched) retry(j *Job, w *Worker) {
 	if done {
 		s.forgetStored(j)
 	}
-	s.wakeAll(sh, f, &wake)
+	s.wakeAll(sh, f, &wake, nil)
 }
 
 // wakeList gathers sleepers to wake once the shard lock is released.
@@ -373,11 +375,11 @@ func (s *Sched) collectSleepers(f *function, wl *wakeList) {
 
 // wakeAll wakes the collected workers outside the lock, going back for
 // more when the list filled up.
-func (s *Sched) wakeAll(sh *shard, f *function, wl *wakeList) {
+func (s *Sched) wakeAll(sh *shard, f *function, wl *wakeList, origin any) {
 	for wl.n > 0 {
 		full := wl.n == len(wl.w)
 		for i := 0; i < wl.n; i++ {
-			wl.w[i].waker.Wake()
+			wl.w[i].waker.Wake(origin)
 			wl.w[i] = nil
 		}
 		wl.n = 0

@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 
@@ -10,12 +11,23 @@ import (
 	"switchyard/sched"
 )
 
+// loop is what a gnet event loop's connections share. It is only touched
+// by that loop's goroutine, and a *loop is the Origin token this engine
+// gives the scheduler: an update or wake-up carrying the target's own loop
+// comes from that loop's goroutine, so it is written straight into the
+// target's reply buffer and flushed at the end of the current event, with
+// no cross-goroutine hand-off and no eventfd wake.
+type loop struct {
+	dirty []*conn // connections with replies from another connection's event
+}
+
 // conn is one Gearman connection: a client, a worker, an admin, or all
 // three, as gearmand allows. Fields without a comment belong to the
 // connection's event loop.
 type conn struct {
 	srv *Server
 	c   gnet.Conn
+	lp  *loop
 	fd  int
 	ip  string
 
@@ -23,7 +35,10 @@ type conn struct {
 	worker *sched.Worker // created on the first worker packet
 	pkt    codec.Packet
 	upd    sched.Update
-	out    []byte // replies built during one OnTraffic, written at its end
+	out    []byte // replies built during one event, written at its end
+	need   int    // bytes a partly received packet needs before parsing again
+	dirty  bool   // queued on lp.dirty
+	gone   bool   // closed (loop's view)
 
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
 
@@ -41,12 +56,21 @@ func (cn *conn) traffic() gnet.Action {
 	cn.mu.Lock()
 	cn.wakeSent = false
 	if len(cn.outbox) > 0 {
-		cn.out, cn.outbox = append(cn.out, cn.outbox...), cn.outbox[:0]
+		if len(cn.out) == 0 {
+			cn.out, cn.outbox = cn.outbox, cn.out[:0] // swap, no copy
+		} else {
+			cn.out = append(cn.out, cn.outbox...)
+			cn.outbox = cn.outbox[:0]
+		}
 	}
 	cn.mu.Unlock()
 
 	action := gnet.None
-	if n := cn.c.InboundBuffered(); n > 0 {
+	// A large packet arrives over many events: parse only once it is whole,
+	// rather than peeking (and, across the ring buffer's seam, copying) the
+	// growing prefix every time.
+	if n := cn.c.InboundBuffered(); n > 0 && n >= cn.need {
+		cn.need = 0
 		buf, _ := cn.c.Peek(n)
 		used := 0
 		for used < len(buf) {
@@ -58,6 +82,10 @@ func (cn *conn) traffic() gnet.Action {
 				break
 			}
 			if consumed == 0 {
+				cn.need = len(buf) - used + 1
+				if rest := buf[used:]; len(rest) >= codec.HeaderSize && rest[0] == 0 {
+					cn.need = codec.HeaderSize + int(binary.BigEndian.Uint32(rest[8:]))
+				}
 				break // wait for the rest of the packet
 			}
 			used += consumed
@@ -78,18 +106,40 @@ func (cn *conn) traffic() gnet.Action {
 			cn.c.Discard(used)
 		}
 	}
-	if len(cn.out) > 0 {
-		cn.c.Write(cn.out)
-		cn.out = cn.out[:0]
-		if cn.c.OutboundBuffered() > cn.srv.cfg.MaxOutbound {
-			cn.srv.log.Sugar().Warnf("closing %s fd %d: %d bytes of replies unread", cn.ip, cn.fd, cn.c.OutboundBuffered())
-			return gnet.Close
+	if !cn.flush() {
+		action = gnet.Close
+	}
+	// Replies this event produced for other connections of the loop.
+	for i, d := range cn.lp.dirty {
+		d.dirty = false
+		if d != cn && !d.gone && !d.flush() {
+			d.c.Close()
 		}
+		cn.lp.dirty[i] = nil
 	}
-	if cap(cn.out) > 1<<20 {
-		cn.out = nil // don't pin a large burst's buffer
-	}
+	cn.lp.dirty = cn.lp.dirty[:0]
 	return action
+}
+
+// flush writes the pending replies; false means the peer is too far behind
+// and the connection should go.
+func (cn *conn) flush() bool {
+	if len(cn.out) == 0 {
+		return true
+	}
+	n := len(cn.out)
+	cn.c.Write(cn.out)
+	cn.out = cn.out[:0]
+	// Keep the buffer for the next event, unless a burst grew it far past
+	// what this one needed: idle connections must not pin megabytes.
+	if cap(cn.out) > 64<<10 && n < cap(cn.out)/4 {
+		cn.out = nil
+	}
+	if ob := cn.c.OutboundBuffered(); ob > cn.srv.cfg.MaxOutbound {
+		cn.srv.log.Sugar().Warnf("closing %s fd %d: %d bytes of replies unread", cn.ip, cn.fd, ob)
+		return false
+	}
+	return true
 }
 
 func appendStreamError(dst []byte, err error) []byte {
@@ -104,39 +154,65 @@ func appendStreamError(dst []byte, err error) []byte {
 	return codec.AppendError(dst, "UNKNOWN_STATE", err.Error())
 }
 
-// deliver queues bytes from another goroutine and wakes the loop once.
-func (cn *conn) deliver(appendFn func([]byte) []byte) {
+// local reports whether origin is this connection's own loop, i.e. the
+// caller runs on the goroutine that owns cn.out. If so it also queues cn
+// to be flushed at the end of the current event.
+func (cn *conn) local(origin any) bool {
+	if lp, ok := origin.(*loop); !ok || lp != cn.lp || cn.gone {
+		return false
+	}
+	if !cn.dirty {
+		cn.dirty = true
+		cn.lp.dirty = append(cn.lp.dirty, cn)
+	}
+	return true
+}
+
+// wakeLocked reports whether the caller must wake the loop (once per
+// burst); caller holds mu.
+func (cn *conn) wakeLocked() bool {
+	wake := !cn.wakeSent
+	cn.wakeSent = true
+	if wake {
+		cn.srv.wakes.Add(1)
+	}
+	return wake
+}
+
+// Wake implements sched.Waker: a sleeping worker gets a NOOP.
+func (cn *conn) Wake(origin any) {
+	if cn.local(origin) {
+		cn.out = appendNoop(cn.out)
+		return
+	}
 	cn.mu.Lock()
 	if cn.closed {
 		cn.mu.Unlock()
 		return
 	}
-	cn.outbox = appendFn(cn.outbox)
-	wake := !cn.wakeSent
-	cn.wakeSent = true
+	cn.outbox = appendNoop(cn.outbox)
+	wake := cn.wakeLocked()
 	cn.mu.Unlock()
 	if wake {
 		cn.c.Wake(nil)
 	}
 }
 
-// Wake implements sched.Waker: a sleeping worker gets a NOOP.
-func (cn *conn) Wake() {
-	cn.deliver(appendNoop)
-}
-
 func appendNoop(dst []byte) []byte { return codec.AppendHeader(dst, codec.Res, codec.Noop, 0) }
 
 // Notify implements sched.Listener: forward a worker's report to this client.
 func (cn *conn) Notify(id uint64, u *sched.Update) {
+	if cn.local(u.Origin) {
+		cn.out = cn.appendUpdate(cn.out, id, u)
+		return
+	}
 	cn.mu.Lock()
 	if cn.closed {
 		cn.mu.Unlock()
 		return
 	}
 	cn.outbox = cn.appendUpdate(cn.outbox, id, u)
-	wake := !cn.wakeSent
-	cn.wakeSent = true
+	wake := cn.wakeLocked()
 	cn.mu.Unlock()
 	if wake {
 		cn.c.Wake(nil)
@@ -181,6 +257,7 @@ func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update) []byte {
 }
 
 func (cn *conn) close() {
+	cn.gone = true
 	cn.mu.Lock()
 	cn.closed = true
 	cn.outbox = nil

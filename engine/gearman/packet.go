@@ -136,7 +136,7 @@ func canDoTimeout(b []byte) time.Duration {
 }
 
 func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
-	req := sched.SubmitReq{Func: p.Arg(0), Unique: p.Arg(1), Priority: prio, Background: bg}
+	req := sched.SubmitReq{Func: p.Arg(0), Unique: p.Arg(1), Priority: prio, Background: bg, Origin: cn.lp}
 	switch p.Type {
 	case codec.SubmitJobEpoch:
 		req.When = parseInt(p.Arg(2))
@@ -273,7 +273,7 @@ func (cn *conn) grab(t codec.Type) {
 
 func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
 	u := &cn.upd // a field, so the hot path does not allocate one per packet
-	*u = sched.Update{Kind: kind}
+	*u = sched.Update{Kind: kind, Origin: cn.lp}
 	switch kind {
 	case sched.Status:
 		u.Data, u.Den = p.Arg(1), p.Arg(2)

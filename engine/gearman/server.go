@@ -64,9 +64,11 @@ type Server struct {
 	done     chan error
 	shutOnce sync.Once
 
-	mu    sync.Mutex // guards conns
+	mu    sync.Mutex // guards conns and loops
 	conns map[*conn]struct{}
+	loops map[gnet.EventLoop]*loop
 	open  atomic.Int64
+	wakes atomic.Int64 // cross-goroutine hand-offs that cost a gnet wake
 }
 
 // New prepares a server; Start binds and runs it.
@@ -104,6 +106,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		booted:  make(chan struct{}),
 		done:    make(chan error, 1),
 		conns:   make(map[*conn]struct{}),
+		loops:   make(map[gnet.EventLoop]*loop),
 	}
 }
 
@@ -170,7 +173,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 
 // OnOpen implements gnet.EventHandler.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	cn := &conn{srv: s, c: c, fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
+	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
 	cn.exceptions.Store(s.cfg.Exceptions)
 	c.SetContext(cn)
 	s.mu.Lock()
@@ -178,6 +181,19 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s.mu.Unlock()
 	s.open.Add(1)
 	return nil, gnet.None
+}
+
+// loopOf returns the shared state of c's event loop.
+func (s *Server) loopOf(c gnet.Conn) *loop {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el := c.EventLoop()
+	lp := s.loops[el]
+	if lp == nil {
+		lp = &loop{}
+		s.loops[el] = lp
+	}
+	return lp
 }
 
 // OnClose implements gnet.EventHandler.

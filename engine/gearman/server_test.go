@@ -561,3 +561,58 @@ func TestClientGoneDropsQueuedJob(t *testing.T) {
 	w.expect(res(codec.JobAssign, hb, "f", "bg"))
 	w.expect(res(codec.NoJob))
 }
+
+// TestOneLoop runs clients and workers on a single event loop, where every
+// update and wake-up takes the same-loop path instead of a gnet wake.
+func TestOneLoop(t *testing.T) {
+	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
+	defer func() {
+		if n := srv.wakes.Load(); n != 0 {
+			t.Errorf("%d gnet wakes with one loop, want 0", n)
+		}
+	}()
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.PreSleep), req(codec.EchoReq, "s"))
+	w.expect(res(codec.EchoRes, "s"))
+	c1, c2 := dial(t, addr), dial(t, addr)
+	c1.send(req(codec.SubmitJob, "f", "u", "x"))
+	h := c1.handle()
+	c2.send(req(codec.SubmitJob, "f", "u", "x"))
+	if c2.handle() != h {
+		t.Fatal("not coalesced")
+	}
+	w.expect(res(codec.Noop))
+	w.send(req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, h, "f", "x"))
+	w.send(req(codec.WorkData, h, "d"), req(codec.WorkComplete, h, "r"))
+	for _, c := range []*peer{c1, c2} {
+		c.expect(res(codec.WorkData, h, "d"))
+		c.expect(res(codec.WorkComplete, h, "r"))
+	}
+	// One connection as client and worker at once.
+	both := dial(t, addr)
+	both.send(req(codec.CanDo, "g"), req(codec.SubmitJob, "g", "", "self"), req(codec.GrabJob))
+	hs := both.handle()
+	both.expect(res(codec.JobAssign, hs, "g", "self"))
+	both.send(req(codec.WorkComplete, hs, "done"))
+	both.expect(res(codec.WorkComplete, hs, "done"))
+}
+
+// TestLargePayload sends a packet bigger than gnet's read buffer in pieces.
+func TestLargePayload(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	big := strings.Repeat("x", 3<<20)
+	c, w := dial(t, addr), dial(t, addr)
+	w.send(req(codec.CanDo, "f"))
+	pkt := req(codec.SubmitJob, "f", "", big)
+	for len(pkt) > 0 {
+		n := min(len(pkt), 100<<10)
+		c.send(pkt[:n])
+		pkt = pkt[n:]
+	}
+	h := c.handle()
+	w.send(req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, h, "f", big))
+	w.send(req(codec.WorkComplete, h, big))
+	c.expect(res(codec.WorkComplete, h, big))
+}
