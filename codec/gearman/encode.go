@@ -32,6 +32,14 @@ func End(dst []byte, start int) []byte {
 	return dst
 }
 
+// EndTail is End for a packet whose last tail bytes are not in dst: the
+// caller writes them separately (with writev), so a large payload is not
+// copied into the reply buffer.
+func EndTail(dst []byte, start, tail int) []byte {
+	binary.BigEndian.PutUint32(dst[start+8:], uint32(len(dst)-start-HeaderSize+tail))
+	return dst
+}
+
 // AppendPacket appends a whole packet whose body is args joined by NULs.
 func AppendPacket(dst []byte, m Magic, t Type, args ...[]byte) []byte {
 	size := 0

@@ -81,6 +81,17 @@ func TestBeginEnd(t *testing.T) {
 	}
 }
 
+func TestEndTail(t *testing.T) {
+	dst, start := Begin([]byte("x"), Res, JobAssign)
+	dst = append(dst, "H:lap:1\x00f\x00"...)
+	dst = EndTail(dst, start, len("payload"))
+	got := append(dst, "payload"...)
+	want := AppendPacket([]byte("x"), Res, JobAssign, []byte("H:lap:1"), []byte("f"), []byte("payload"))
+	if !bytes.Equal(got, want) {
+		t.Errorf("EndTail + tail =\n% x\nwant\n% x", got, want)
+	}
+}
+
 func TestAppendError(t *testing.T) {
 	got := AppendError(nil, "INVALID_MAGIC", "Request magic expected")
 	want := AppendPacket(nil, Res, Error, []byte("INVALID_MAGIC"), []byte("Request magic expected"))

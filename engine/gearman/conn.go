@@ -36,9 +36,10 @@ type conn struct {
 	pkt    codec.Packet
 	upd    sched.Update
 	out    []byte // replies built during one event, written at its end
-	need   int    // bytes a partly received packet needs before parsing again
-	dirty  bool   // queued on lp.dirty
-	gone   bool   // closed (loop's view)
+	iov    [2][]byte
+	need   int  // bytes a partly received packet needs before parsing again
+	dirty  bool // queued on lp.dirty
+	gone   bool // closed (loop's view)
 
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
 
@@ -121,19 +122,31 @@ func (cn *conn) traffic() gnet.Action {
 	return action
 }
 
+// largeTail is the payload size above which a reply is written with
+// writev straight from where the payload lies, instead of being copied
+// into the reply buffer first.
+const largeTail = 64 << 10
+
+// writeTail writes the pending replies followed by tail, in one writev.
+// Only the connection's own loop may call it.
+func (cn *conn) writeTail(tail []byte) {
+	cn.iov[0], cn.iov[1] = cn.out, tail
+	cn.c.Writev(cn.iov[:])
+	cn.iov = [2][]byte{}
+	cn.out = cn.out[:0]
+}
+
 // flush writes the pending replies; false means the peer is too far behind
 // and the connection should go.
 func (cn *conn) flush() bool {
-	if len(cn.out) == 0 {
-		return true
-	}
-	n := len(cn.out)
-	cn.c.Write(cn.out)
-	cn.out = cn.out[:0]
-	// Keep the buffer for the next event, unless a burst grew it far past
-	// what this one needed: idle connections must not pin megabytes.
-	if cap(cn.out) > 64<<10 && n < cap(cn.out)/4 {
-		cn.out = nil
+	if n := len(cn.out); n > 0 {
+		cn.c.Write(cn.out)
+		cn.out = cn.out[:0]
+		// Keep the buffer for the next event, unless a burst grew it far
+		// past what this one needed: idle connections must not pin megabytes.
+		if cap(cn.out) > 64<<10 && n < cap(cn.out)/4 {
+			cn.out = nil
+		}
 	}
 	if ob := cn.c.OutboundBuffered(); ob > cn.srv.cfg.MaxOutbound {
 		cn.srv.log.Sugar().Warnf("closing %s fd %d: %d bytes of replies unread", cn.ip, cn.fd, ob)
@@ -203,7 +216,10 @@ func appendNoop(dst []byte) []byte { return codec.AppendHeader(dst, codec.Res, c
 // Notify implements sched.Listener: forward a worker's report to this client.
 func (cn *conn) Notify(id uint64, u *sched.Update) {
 	if cn.local(u.Origin) {
-		cn.out = cn.appendUpdate(cn.out, id, u)
+		var tail []byte
+		if cn.out, tail = cn.appendUpdate(cn.out, id, u, true); tail != nil {
+			cn.writeTail(tail)
+		}
 		return
 	}
 	cn.mu.Lock()
@@ -211,7 +227,7 @@ func (cn *conn) Notify(id uint64, u *sched.Update) {
 		cn.mu.Unlock()
 		return
 	}
-	cn.outbox = cn.appendUpdate(cn.outbox, id, u)
+	cn.outbox, _ = cn.appendUpdate(cn.outbox, id, u, false)
 	wake := cn.wakeLocked()
 	cn.mu.Unlock()
 	if wake {
@@ -219,7 +235,9 @@ func (cn *conn) Notify(id uint64, u *sched.Update) {
 	}
 }
 
-func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update) []byte {
+// appendUpdate appends the packet for u. With split, a large payload is left
+// out of dst and returned as tail, for the caller to write with writev.
+func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update, split bool) (_, tail []byte) {
 	var t codec.Type
 	switch u.Kind {
 	case sched.Data:
@@ -249,11 +267,14 @@ func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update) []byte {
 		dst = append(dst, u.Data...)
 		dst = append(dst, 0)
 		dst = append(dst, u.Den...)
+	case split && len(u.Data) > largeTail:
+		dst = append(dst, 0)
+		return codec.EndTail(dst, start, len(u.Data)), u.Data
 	default:
 		dst = append(dst, 0)
 		dst = append(dst, u.Data...)
 	}
-	return codec.End(dst, start)
+	return codec.End(dst, start), nil
 }
 
 func (cn *conn) close() {

@@ -267,6 +267,11 @@ func (cn *conn) grab(t codec.Type) {
 		cn.out = append(cn.out, j.Reducer()...)
 		cn.out = append(cn.out, 0)
 	}
+	if p := j.Payload(); len(p) > largeTail {
+		cn.out = codec.EndTail(cn.out, start, len(p))
+		cn.writeTail(p)
+		return
+	}
 	cn.out = append(cn.out, j.Payload()...)
 	cn.out = codec.End(cn.out, start)
 }
