@@ -176,3 +176,15 @@ func (s *Sched) SetMaxQueue(name []byte, max [3]int) {
 	}
 	sh.mu.Unlock()
 }
+
+// Len is the number of live jobs: queued, delayed and running.
+func (s *Sched) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.jobs.n
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -594,7 +594,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := s.Jobs()
-	if len(jobs) != 2 {
+	if len(jobs) != 2 || s.Len() != 2 {
 		t.Fatalf("jobs %+v", jobs)
 	}
 	if err := s.Cancel(jobs[1].ID); err != nil || s.Status(jobs[1].ID).Known || w.Grab() != nil {

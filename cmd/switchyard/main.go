@@ -79,6 +79,9 @@ func run(args []string) int {
 
 	s := sched.New(sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin})
 	defer s.Close()
+	ctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go returnMemory(ctx, s.Len, time.Second)
 
 	stop := make(chan bool, 1) // true: graceful
 	cfg := gearman.Config{

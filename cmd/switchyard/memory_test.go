@@ -1,0 +1,25 @@
+package main
+
+import "testing"
+
+func TestDrainWatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		counts []int
+		frees  []bool
+	}{
+		{"small queues never", []int{10, 50_000, 0}, []bool{false, false, false}},
+		{"drain of a large queue", []int{0, 400_000, 1_000_000, 600_000, 125_000, 10}, []bool{false, false, false, false, true, false}},
+		{"once per drain, again after a new peak", []int{200_000, 0, 0, 300_000, 1000}, []bool{false, true, false, false, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := drainWatch{minPeak: 100_000}
+			for i, n := range tt.counts {
+				if got := d.observe(n); got != tt.frees[i] {
+					t.Fatalf("observe(%d) at step %d = %v, want %v", n, i, got, tt.frees[i])
+				}
+			}
+		})
+	}
+}
