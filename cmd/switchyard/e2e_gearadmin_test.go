@@ -9,6 +9,7 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,13 +123,13 @@ func TestE2EGearadmin(t *testing.T) {
 	for _, j := range jobs {
 		wantJobs = append(wantJobs, j.handle+"\t0\t0\t1")
 	}
-	if got := sortedLines(admin("--show-jobs").stdout); !equalSorted(got, wantJobs) {
+	if got := sortedLines(admin("--show-jobs").stdout); !slices.Equal(got, wantJobs) {
 		t.Errorf("--show-jobs = %q, want (any order) %q", got, wantJobs)
 	}
-	if got, want := sortedLines(admin("--show-unique-jobs").stdout), []string{"u-high", "u-high2", "u-low", "u-normal"}; !equalSorted(got, want) {
+	if got, want := sortedLines(admin("--show-unique-jobs").stdout), []string{"u-high", "u-high2", "u-low", "u-normal"}; !slices.Equal(got, want) {
 		t.Errorf("--show-unique-jobs = %q, want (any order) %q", got, want)
 	}
-	if got, want := normWorkers(admin("--workers").stdout), []string{"FD 127.0.0.1 - :", "FD 127.0.0.1 - : adm"}; !equalSorted(got, want) {
+	if got, want := normWorkers(admin("--workers").stdout), []string{"FD 127.0.0.1 - :", "FD 127.0.0.1 - : adm"}; !slices.Equal(got, want) {
 		t.Errorf("--workers = %q, want (any order) %q", got, want)
 	}
 
@@ -165,18 +166,6 @@ func TestE2EGearadmin(t *testing.T) {
 	if m, raw := adminStatus(t, addr); m["queue"] != (funcStatus{0, 0, 0}) {
 		t.Errorf("status after the queue drained:\n%s", raw)
 	}
-}
-
-func equalSorted(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The text admin protocol as it is on the wire: exact bytes, line endings

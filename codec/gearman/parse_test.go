@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -143,7 +144,7 @@ func checkFrame(t *testing.T, f frame, p *Packet, n int, err error) {
 		if string(p.Line) != f.line {
 			t.Errorf("%s: Line = %q, want %q", f.name, p.Line, f.line)
 		}
-		if got := strs(p.Words[:p.NWords]); !equal(got, f.words) {
+		if got := strs(p.Words[:p.NWords]); !slices.Equal(got, f.words) {
 			t.Errorf("%s: Words = %q, want %q", f.name, got, f.words)
 		}
 		if p.NArgs != 0 || p.Magic != 0 || p.Type != 0 {
@@ -154,7 +155,7 @@ func checkFrame(t *testing.T, f frame, p *Packet, n int, err error) {
 	if p.Magic != f.magic || p.Type != f.typ {
 		t.Errorf("%s: Magic %v Type %v, want %v %v", f.name, p.Magic, p.Type, f.magic, f.typ)
 	}
-	if got := strs(p.Args[:p.NArgs]); !equal(got, f.args) {
+	if got := strs(p.Args[:p.NArgs]); !slices.Equal(got, f.args) {
 		t.Errorf("%s: Args = %q, want %q", f.name, got, f.args)
 	}
 	if p.NWords != 0 || p.Line != nil {
@@ -170,18 +171,6 @@ func strs(bs [][]byte) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestParseSpecExample(t *testing.T) {
 	for _, e := range specExample {
 		raw := unhex(t, e.dump)
@@ -190,7 +179,7 @@ func TestParseSpecExample(t *testing.T) {
 		if err != nil || n != len(raw) {
 			t.Fatalf("%s: Parse = (%d, %v), want (%d, nil)", e.name, n, err, len(raw))
 		}
-		if p.Magic != e.magic || p.Type != e.typ || !equal(strs(p.Args[:p.NArgs]), e.args) {
+		if p.Magic != e.magic || p.Type != e.typ || !slices.Equal(strs(p.Args[:p.NArgs]), e.args) {
 			t.Errorf("%s: got %v %v %q", e.name, p.Magic, p.Type, strs(p.Args[:p.NArgs]))
 		}
 		args := make([][]byte, len(e.args))
