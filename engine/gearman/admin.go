@@ -24,8 +24,7 @@ const (
 
 // admin answers one text command, byte for byte as gearmand 1.1.20 does:
 // listings and "OK <value>" lines end in "\n", OK/ERR lines in "\r\n".
-// It reports whether the connection should close.
-func (cn *conn) admin(p *codec.Packet) (hangup bool) {
+func (cn *conn) admin(p *codec.Packet) {
 	w := p.Words[:p.NWords]
 	word := func(i int) []byte {
 		if i < len(w) {
@@ -127,7 +126,6 @@ func (cn *conn) admin(p *codec.Packet) (hangup bool) {
 		cn.out = append(cn.out, cmd...)
 		cn.out = append(cn.out, "\r\n"...)
 	}
-	return false
 }
 
 func appendInvalidArgs(dst []byte, cmd string) []byte {

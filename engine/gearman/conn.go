@@ -95,13 +95,10 @@ func (cn *conn) traffic() gnet.Action {
 				continue
 			}
 			if cn.pkt.Text {
-				if cn.admin(&cn.pkt) {
-					action = gnet.Close
-					break
-				}
-				continue
+				cn.admin(&cn.pkt)
+			} else {
+				cn.packet(&cn.pkt)
 			}
-			cn.packet(&cn.pkt)
 		}
 		if used > 0 { // gnet's Discard(0) would drop everything
 			cn.c.Discard(used)
