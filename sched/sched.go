@@ -49,6 +49,7 @@ type Sched struct {
 	epoch     time.Time // tick 0
 	store     Store
 	durable   bool
+	clk       *clock
 	stop      chan struct{}
 	done      chan struct{}
 	workerSeq uint64
@@ -88,6 +89,7 @@ func New(cfg Config) *Sched {
 		store:     cfg.Store,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		clk:       newClock(),
 	}
 	s.durable = s.store != nil
 	if !s.durable {
@@ -98,6 +100,7 @@ func New(cfg Config) *Sched {
 	}
 	for i := range s.shards {
 		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b}
+		s.shards[i].wheel.clk = s.clk
 	}
 	if s.tick > 0 {
 		go s.run()
@@ -122,6 +125,15 @@ func (s *Sched) run() {
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
 	for {
+		if s.clk.armed.Load() == 0 {
+			t.Stop()
+			select {
+			case <-s.stop:
+				return
+			case <-s.clk.kick:
+			}
+			t.Reset(s.tick)
+		}
 		select {
 		case <-s.stop:
 			return

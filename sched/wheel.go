@@ -1,5 +1,7 @@
 package sched
 
+import "sync/atomic"
+
 // timerKind says what a fired timer means.
 type timerKind uint8
 
@@ -20,12 +22,38 @@ type timer struct {
 
 const wheelSlots = 512 // power of two
 
+// clock counts the timers armed in all wheels, so that the ticker can sleep
+// while there are none: an idle server does not wake a hundred times a
+// second for nothing.
+type clock struct {
+	armed atomic.Int64
+	kick  chan struct{} // a timer was armed with none before
+}
+
+func newClock() *clock { return &clock{kick: make(chan struct{}, 1)} }
+
+func (c *clock) inc() {
+	if c != nil && c.armed.Add(1) == 1 {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *clock) dec() {
+	if c != nil {
+		c.armed.Add(-1)
+	}
+}
+
 // wheel is a hashed timing wheel. A timer sits in slot expire%wheelSlots;
 // a slot may hold timers for later laps, which stay until their tick comes.
 type wheel struct {
 	slots [wheelSlots]*timer
 	now   int64 // last tick processed
 	n     int   // armed timers
+	clk   *clock
 }
 
 func (w *wheel) arm(t *timer, expire int64) {
@@ -45,6 +73,7 @@ func (w *wheel) arm(t *timer, expire int64) {
 	*s = t
 	t.armed = true
 	w.n++
+	w.clk.inc()
 }
 
 func (w *wheel) cancel(t *timer) {
@@ -62,6 +91,7 @@ func (w *wheel) cancel(t *timer) {
 	t.prev, t.next = nil, nil
 	t.armed = false
 	w.n--
+	w.clk.dec()
 }
 
 // advance moves the wheel to tick now and calls fire for each expired timer,
