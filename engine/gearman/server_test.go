@@ -616,3 +616,48 @@ func TestLargePayload(t *testing.T) {
 	w.send(req(codec.WorkComplete, h, big))
 	c.expect(res(codec.WorkComplete, h, big))
 }
+
+// TestSlowReaderIsDropped: a client that stops reading while its results
+// pile up is disconnected once they pass MaxOutbound, instead of growing
+// the server's memory without bound; everyone else is still served.
+func TestSlowReaderIsDropped(t *testing.T) {
+	addr, srv := startServer(t, Config{MaxOutbound: 1 << 20}, sched.Config{})
+	slow := dial(t, addr)
+	if tc, ok := slow.c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10) // keep the kernel from absorbing it all
+	}
+	const jobs = 64
+	var batch [][]byte
+	for i := 0; i < jobs; i++ {
+		batch = append(batch, req(codec.SubmitJob, "f", "", fmt.Sprint(i)))
+	}
+	slow.send(batch...)
+	handles := make([]string, jobs)
+	for i := range handles {
+		handles[i] = slow.handle()
+	}
+	// From here on the slow client reads nothing.
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"))
+	result := strings.Repeat("r", 256<<10)
+	done := 0
+	for ; done < jobs; done++ {
+		w.send(req(codec.GrabJob))
+		a := w.packet()
+		if bytes.Equal(a, res(codec.NoJob)) {
+			break // the slow client is gone, and its queued jobs with it
+		}
+		h := string(a[12 : 12+bytes.IndexByte(a[12:], 0)])
+		w.send(req(codec.WorkComplete, h, result))
+	}
+	w.send(req(codec.EchoReq, "done"))
+	w.expect(res(codec.EchoRes, "done"))
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Conns() != 1 { // only the worker is left
+		if time.Now().After(deadline) {
+			t.Fatalf("slow reader still connected after %d results: %d connections", done, srv.Conns())
+		}
+		w.send(req(codec.EchoReq, "poll"))
+		w.expect(res(codec.EchoRes, "poll"))
+	}
+}
