@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"strconv"
 	"time"
 
 	codec "switchyard/codec/gearman"
@@ -119,13 +120,7 @@ func (cn *conn) asWorker() *sched.Worker {
 
 // canDoTimeout reads CAN_DO_TIMEOUT's value: milliseconds, at least a second.
 func canDoTimeout(b []byte) time.Duration {
-	var ms int64
-	for _, c := range b {
-		if c < '0' || c > '9' || ms > 1<<40 {
-			break
-		}
-		ms = ms*10 + int64(c-'0')
-	}
+	ms := parseInt(b)
 	if ms == 0 {
 		return 0
 	}
@@ -173,6 +168,8 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 	cn.out = codec.End(cn.out, start)
 }
 
+// parseInt reads leading decimal digits as gearmand's atoi does (junk ends
+// the number), capped far below overflow.
 func parseInt(b []byte) int64 {
 	var n int64
 	for _, c := range b {
@@ -203,16 +200,16 @@ func (cn *conn) getStatusUnique(unique []byte) {
 	cn.out = append(cn.out, unique...)
 	cn.out = appendStatus(cn.out, st)
 	cn.out = append(cn.out, 0)
-	cn.out = appendUint(cn.out, uint64(st.Clients))
+	cn.out = strconv.AppendUint(cn.out, uint64(st.Clients), 10)
 	cn.out = codec.End(cn.out, start)
 }
 
 // appendStatus appends "\0known\0running\0num\0den".
 func appendStatus(dst []byte, st sched.JobStatus) []byte {
 	dst = append(dst, 0, boolDigit(st.Known), 0, boolDigit(st.Running), 0)
-	dst = appendUint(dst, uint64(st.Num))
+	dst = strconv.AppendUint(dst, uint64(st.Num), 10)
 	dst = append(dst, 0)
-	return appendUint(dst, uint64(st.Den))
+	return strconv.AppendUint(dst, uint64(st.Den), 10)
 }
 
 func boolDigit(b bool) byte {
@@ -220,20 +217,6 @@ func boolDigit(b bool) byte {
 		return '1'
 	}
 	return '0'
-}
-
-func appendUint(dst []byte, n uint64) []byte {
-	if n < 10 {
-		return append(dst, byte('0'+n))
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return append(dst, b[i:]...)
 }
 
 func (cn *conn) grab(t codec.Type) {

@@ -67,7 +67,6 @@ type Server struct {
 	mu    sync.Mutex // guards conns and loops
 	conns map[*conn]struct{}
 	loops map[gnet.EventLoop]*loop
-	open  atomic.Int64
 	wakes atomic.Int64 // cross-goroutine hand-offs that cost a gnet wake
 }
 
@@ -162,7 +161,11 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 // Conns is the number of open connections.
-func (s *Server) Conns() int { return int(s.open.Load()) }
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
 
 // OnBoot implements gnet.EventHandler.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
@@ -179,7 +182,6 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s.mu.Lock()
 	s.conns[cn] = struct{}{}
 	s.mu.Unlock()
-	s.open.Add(1)
 	return nil, gnet.None
 }
 
@@ -205,7 +207,6 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	s.mu.Lock()
 	delete(s.conns, cn)
 	s.mu.Unlock()
-	s.open.Add(-1)
 	cn.close()
 	return gnet.None
 }
