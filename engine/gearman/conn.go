@@ -178,15 +178,26 @@ func (cn *conn) local(origin any) bool {
 	return true
 }
 
-// wakeLocked reports whether the caller must wake the loop (once per
-// burst); caller holds mu.
-func (cn *conn) wakeLocked() bool {
+// openOutbox locks the outbox for a hand-off from another goroutine; false
+// (and no lock held) means the connection is gone. sendOutbox unlocks it and
+// wakes the loop once per burst.
+func (cn *conn) openOutbox() bool {
+	cn.mu.Lock()
+	if cn.closed {
+		cn.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+func (cn *conn) sendOutbox() {
 	wake := !cn.wakeSent
 	cn.wakeSent = true
+	cn.mu.Unlock()
 	if wake {
 		cn.srv.wakes.Add(1)
+		cn.c.Wake(nil)
 	}
-	return wake
 }
 
 // Wake implements sched.Waker: a sleeping worker gets a NOOP.
@@ -195,16 +206,9 @@ func (cn *conn) Wake(origin any) {
 		cn.out = appendNoop(cn.out)
 		return
 	}
-	cn.mu.Lock()
-	if cn.closed {
-		cn.mu.Unlock()
-		return
-	}
-	cn.outbox = appendNoop(cn.outbox)
-	wake := cn.wakeLocked()
-	cn.mu.Unlock()
-	if wake {
-		cn.c.Wake(nil)
+	if cn.openOutbox() {
+		cn.outbox = appendNoop(cn.outbox)
+		cn.sendOutbox()
 	}
 }
 
@@ -219,16 +223,9 @@ func (cn *conn) Notify(id uint64, u *sched.Update) {
 		}
 		return
 	}
-	cn.mu.Lock()
-	if cn.closed {
-		cn.mu.Unlock()
-		return
-	}
-	cn.outbox, _ = cn.appendUpdate(cn.outbox, id, u, false)
-	wake := cn.wakeLocked()
-	cn.mu.Unlock()
-	if wake {
-		cn.c.Wake(nil)
+	if cn.openOutbox() {
+		cn.outbox, _ = cn.appendUpdate(cn.outbox, id, u, false)
+		cn.sendOutbox()
 	}
 }
 
