@@ -21,7 +21,8 @@ const (
 
 // Job is one unit of work. Its id, function, unique, payload and reducer
 // never change after Submit, so a frontend may read them without a lock
-// once it holds the *Job (from Grab or Jobs).
+// once it holds the *Job (from Grab or Jobs). With Config.Release the
+// payload is valid only until the job ends.
 type Job struct {
 	id         uint64
 	fn         *function
@@ -31,6 +32,7 @@ type Job struct {
 	prio       Priority
 	background bool
 	byPayload  bool  // coalesce on the payload (gearman's unique "-")
+	owned      bool  // payload is the frontend's buffer, see Config.Release
 	when       int64 // unix seconds; 0 = run now
 
 	// Mutable state, guarded by the job's shard lock.

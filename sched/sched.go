@@ -35,6 +35,11 @@ type Config struct {
 	Tick time.Duration
 	// Store persists background jobs; nil keeps them in memory only.
 	Store Store
+	// Release, when set, is handed the payload of every job submitted with
+	// OwnPayload once the job has ended and the scheduler no longer refers
+	// to it, so the frontend can reuse the buffer. It runs under a shard
+	// lock and must be quick.
+	Release func(payload []byte)
 }
 
 // Sched is the scheduler shared by every frontend.
@@ -57,14 +62,15 @@ type Sched struct {
 }
 
 type shard struct {
-	mu    sync.Mutex
-	funcs map[string]*function
-	jobs  jobTable
-	seq   atomic.Uint64
-	wheel wheel
-	idx   uint64
-	bits  uint     // shard bits: a job's sequence number is id >> bits
-	_     [64]byte // keep neighbouring shard locks off one cache line
+	mu      sync.Mutex
+	funcs   map[string]*function
+	jobs    jobTable
+	seq     atomic.Uint64
+	wheel   wheel
+	idx     uint64
+	bits    uint         // shard bits: a job's sequence number is id >> bits
+	release func([]byte) // Config.Release
+	_       [64]byte     // keep neighbouring shard locks off one cache line
 }
 
 // New starts a scheduler; Close stops its ticker.
@@ -99,7 +105,7 @@ func New(cfg Config) *Sched {
 		s.tick = 10 * time.Millisecond
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b}
+		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release}
 		s.shards[i].wheel.clk = s.clk
 	}
 	if s.tick > 0 {
@@ -188,9 +194,14 @@ func (sh *shard) forget(j *Job) {
 		delete(j.fn.unique, k)
 	}
 	j.state = stateDone
+	if j.owned && sh.release != nil {
+		sh.release(j.payload)
+		j.payload = nil
+	}
 }
 
-// SubmitReq describes a job to submit. Byte slices are copied.
+// SubmitReq describes a job to submit. Byte slices are copied, except
+// Payload when OwnPayload is set.
 type SubmitReq struct {
 	Func       []byte
 	Unique     []byte
@@ -206,6 +217,10 @@ type SubmitReq struct {
 	// Origin is the frontend's token for the goroutine submitting; it is
 	// handed to the Wakers this submit wakes.
 	Origin any
+	// OwnPayload lets the job keep Payload itself, not a copy: the caller
+	// promises never to touch that memory again. Frontends set it for large
+	// payloads they read into a buffer of their own.
+	OwnPayload bool
 }
 
 // Submit queues a job, or joins an existing one with the same function and
@@ -222,11 +237,15 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	j := &Job{
 		id:         sh.seq.Add(1)<<s.shardBits | sh.idx,
 		unique:     string(r.Unique),
-		payload:    append([]byte(nil), r.Payload...),
+		payload:    r.Payload, // its capacity is Release's to reuse
 		reducer:    string(r.Reducer),
 		prio:       r.Priority,
 		background: r.Background,
 		when:       r.When,
+	}
+	j.owned = r.OwnPayload
+	if !r.OwnPayload {
+		j.payload = append([]byte(nil), r.Payload...)
 	}
 	j.byPayload = r.CoalesceOnPayload
 	if r.Background && s.durable {

@@ -687,3 +687,73 @@ func (c chanListener) Notify(id uint64, u *Update) {
 		c <- id
 	}
 }
+
+// TestOwnPayloadRelease: a payload submitted with OwnPayload is kept as is,
+// not copied, and handed to Config.Release exactly once, when its job ends
+// however it ends; a copied payload never is.
+func TestOwnPayloadRelease(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(t *testing.T, s *Sched, c *Client, w *Worker, id uint64)
+	}{
+		{"complete", func(t *testing.T, s *Sched, c *Client, w *Worker, id uint64) {
+			w.Grab()
+			if err := w.Update(id, &Update{Kind: Complete}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"fail", func(t *testing.T, s *Sched, c *Client, w *Worker, id uint64) {
+			w.Grab()
+			if err := w.Update(id, &Update{Kind: Fail}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cancel while queued", func(t *testing.T, s *Sched, c *Client, w *Worker, id uint64) {
+			if err := s.Cancel(id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"client leaves", func(t *testing.T, s *Sched, c *Client, w *Worker, id uint64) {
+			c.Close()
+		}},
+		{"out of retries", func(t *testing.T, s *Sched, c *Client, w *Worker, id uint64) {
+			w.Grab()
+			w.Close() // the job's one attempt is used up
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var released [][]byte
+			s := newTest(t, Config{JobRetries: 1, Release: func(p []byte) { released = append(released, p) }})
+			c := s.NewClient(&recorder{})
+			w := s.NewWorker(&waker{})
+			w.CanDo([]byte("f"), 0)
+			owned := []byte("owned payload")
+			id, err := c.Submit(&SubmitReq{Func: []byte("f"), Payload: owned, OwnPayload: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			copied := submit(t, c, "g", "", "copied", Normal, true)
+			sh := s.shardOf(id)
+			sh.mu.Lock()
+			kept := sh.job(id).Payload()
+			sh.mu.Unlock()
+			if &kept[0] != &owned[0] {
+				t.Fatal("owned payload was copied")
+			}
+			if len(released) != 0 {
+				t.Fatal("released before the job ended")
+			}
+			tt.end(t, s, c, w, id)
+			if s.Status(id).Known {
+				t.Fatal("job still known")
+			}
+			if len(released) != 1 || &released[0][0] != &owned[0] {
+				t.Fatalf("released %q, want the owned payload once", released)
+			}
+			if !s.Status(copied).Known {
+				t.Fatal("background job lost")
+			}
+		})
+	}
+}

@@ -77,7 +77,8 @@ func run(args []string) int {
 		return 1
 	}
 
-	s := sched.New(sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin})
+	s := sched.New(sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
+		Release: gearman.ReleasePayload})
 	defer s.Close()
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()

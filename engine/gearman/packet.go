@@ -146,6 +146,13 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 		cn.out = codec.AppendError(cn.out, errTooLarge, textUniqueTooLarge)
 		return
 	}
+	if cn.own != nil {
+		// The payload is the packet's last bytes. Given away with the
+		// buffer's full capacity, it can hold a packet again once the job
+		// is done with it (see bodyPool).
+		req.Payload = cn.own[len(cn.own)-len(req.Payload):]
+		req.OwnPayload = true
+	}
 	if string(req.Unique) == "-" {
 		req.CoalesceOnPayload = true
 	}
@@ -153,6 +160,7 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 		cn.client = cn.srv.sched.NewClient(cn)
 	}
 	id, err := cn.client.Submit(&req)
+	cn.own = nil // the scheduler has the buffer now, or dropped it
 	switch err {
 	case nil:
 	case sched.ErrQueueFull:

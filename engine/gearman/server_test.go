@@ -19,6 +19,9 @@ import (
 // startServer runs a real server on a free 127.0.0.1 port.
 func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) {
 	t.Helper()
+	if scfg.Release == nil {
+		scfg.Release = ReleasePayload // as cmd/switchyard wires it
+	}
 	s := sched.New(scfg)
 	t.Cleanup(s.Close)
 	if cfg.HandlePrefix == "" {
@@ -110,8 +113,18 @@ func (p *peer) packet() []byte {
 func (p *peer) expect(want []byte) {
 	p.t.Helper()
 	if got := p.packet(); !bytes.Equal(got, want) {
-		p.t.Fatalf("got  %q\nwant %q", got, want)
+		p.t.Fatalf("got  %s\nwant %s", clip(got), clip(want))
 	}
+}
+
+// clip quotes a packet for a failure message, eliding the middle of a
+// large one.
+func clip(b []byte) string {
+	const keep = 96
+	if len(b) <= 2*keep {
+		return fmt.Sprintf("%q", b)
+	}
+	return fmt.Sprintf("%q ...%d bytes... %q", b[:keep], len(b)-2*keep, b[len(b)-keep:])
 }
 
 // handle reads a JOB_CREATED and returns its handle.
@@ -615,6 +628,94 @@ func TestLargePayload(t *testing.T) {
 	w.expect(res(codec.JobAssign, h, "f", big))
 	w.send(req(codec.WorkComplete, h, big))
 	c.expect(res(codec.WorkComplete, h, big))
+}
+
+// TestLargePacketSplits: a large packet is read straight into its own
+// buffer, however its bytes are split, and the packets pipelined behind it
+// in the same write are still parsed.
+func TestLargePacketSplits(t *testing.T) {
+	big := strings.Repeat("y", largeBody+12345)
+	for _, chunk := range []int{1 << 30, 1, 11, 12, 13, 4096 + 3, largeBody - 1, largeBody + 1} {
+		t.Run(fmt.Sprint(chunk), func(t *testing.T) {
+			addr, _ := startServer(t, Config{}, sched.Config{})
+			c, w := dial(t, addr), dial(t, addr)
+			w.send(req(codec.CanDo, "f"))
+			var stream []byte
+			stream = append(stream, req(codec.SubmitJob, "f", "", big)...)
+			stream = append(stream, req(codec.EchoReq, "after")...)
+			if chunk == 1 {
+				// Byte by byte only through the header and the first
+				// arguments: three million writes would prove nothing more.
+				for _, b := range stream[:40] {
+					c.send([]byte{b})
+				}
+				stream = stream[40:]
+			}
+			for len(stream) > 0 {
+				n := min(len(stream), chunk)
+				c.send(stream[:n])
+				stream = stream[n:]
+			}
+			h := c.handle()
+			c.expect(res(codec.EchoRes, "after"))
+			w.send(req(codec.GrabJob))
+			w.expect(res(codec.JobAssign, h, "f", big))
+			w.send(req(codec.WorkComplete, h, big), req(codec.EchoReq, "w"))
+			w.expect(res(codec.EchoRes, "w"))
+			c.expect(res(codec.WorkComplete, h, big))
+		})
+	}
+}
+
+// TestLargePacketBuffersAreReused: large payloads and results go through
+// recycled buffers; every job must still carry its own bytes, queued behind
+// each other and after earlier jobs' buffers came back.
+func TestLargePacketBuffersAreReused(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c, w := dial(t, addr), dial(t, addr)
+	w.send(req(codec.CanDo, "f"))
+	payload := func(i int) string { return strings.Repeat(string(rune('a'+i)), 200<<10+i) }
+	result := func(i int) string { return strings.Repeat(string(rune('A'+i)), 150<<10+i) }
+	for round := 0; round < 3; round++ {
+		const jobs = 6
+		var batch [][]byte
+		for i := 0; i < jobs; i++ {
+			batch = append(batch, req(codec.SubmitJob, "f", "", payload(i)))
+		}
+		c.send(batch...) // one write: each body is followed by the next header
+		handles := make([]string, jobs)
+		for i := range handles {
+			handles[i] = c.handle()
+		}
+		for i := 0; i < jobs; i++ {
+			w.send(req(codec.GrabJob))
+			w.expect(res(codec.JobAssign, handles[i], "f", payload(i)))
+			w.send(req(codec.WorkComplete, handles[i], result(i)))
+			c.expect(res(codec.WorkComplete, handles[i], result(i)))
+		}
+	}
+}
+
+// TestLargePacketPeerLeaves: a client that hangs up halfway through a large
+// packet is closed and forgotten; nothing of its packet runs.
+func TestLargePacketPeerLeaves(t *testing.T) {
+	addr, srv := startServer(t, Config{}, sched.Config{})
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"))
+	c := dial(t, addr)
+	pkt := req(codec.SubmitJob, "f", "", strings.Repeat("z", 1<<20))
+	c.send(pkt[:len(pkt)/2])
+	c.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Conns() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want only the worker's", srv.Conns())
+		}
+		w.send(req(codec.EchoReq, "poll"))
+		w.expect(res(codec.EchoRes, "poll"))
+	}
+	w.send(req(codec.GrabJob))
+	w.expect(res(codec.NoJob))
 }
 
 // TestSlowReaderIsDropped: a client that stops reading while its results
