@@ -26,8 +26,10 @@ type Scenario struct {
 	Name  string
 	About string
 	Uses  []string // the Params fields it reads
-	Full  Params   // defaults of `make bench`
-	Quick Params   // defaults of --quick: a few seconds and smaller counts
+	// Echo runs it against an echo process instead of the job servers.
+	Echo  bool
+	Full  Params // defaults of `make bench`
+	Quick Params // defaults of --quick: a few seconds and smaller counts
 	run   func(ctx context.Context, t Target, p Params, out *record.Run) error
 }
 
@@ -54,7 +56,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 }
 
 // All is every scenario, in the order `make bench` runs them.
-var All = []*Scenario{fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K}
+var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -15,8 +15,19 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k"}
-	if got := Names(); !reflect.DeepEqual(got, want) {
-		t.Errorf("Names() = %q, want %q", got, want)
+	var gearman, echo []string
+	for _, s := range All {
+		if s.Echo {
+			echo = append(echo, s.Name)
+		} else {
+			gearman = append(gearman, s.Name)
+		}
+	}
+	if !reflect.DeepEqual(gearman, want) {
+		t.Errorf("Gearman scenarios %q, want %q", gearman, want)
+	}
+	if want := []string{"ceiling", "ceiling-sync"}; !reflect.DeepEqual(echo, want) {
+		t.Errorf("echo scenarios %q, want %q", echo, want)
 	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")

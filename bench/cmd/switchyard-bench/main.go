@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard/bench/ceiling"
 	"switchyard/bench/harness"
 	"switchyard/bench/record"
 	"switchyard/bench/scenario"
@@ -31,6 +33,9 @@ const defaultGearmand = "/usr/sbin/gearmand"
 // portToken stands for the port in server argument templates.
 const portToken = "PORT"
 
+// echoServer names the ceiling scenarios' server in records.
+const echoServer = "echo"
+
 type options struct {
 	scenarios       string
 	quick           bool
@@ -40,6 +45,9 @@ type options struct {
 	gearmand        string
 	gearmandArgs    string
 	gearmandThreads int
+	switchyardLoops int
+	echoServer      int
+	version         bool
 	out             string
 	serverLog       string
 	cpuProfile      string
@@ -59,6 +67,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if opts.version {
+		fmt.Println("switchyard-bench echo server")
+		return nil
+	}
+	if opts.echoServer != 0 {
+		// The ceiling scenarios' server: this binary run again, so that it
+		// is a process of its own, as a job server is.
+		return ceiling.Serve(net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.echoServer)), func(string) {})
+	}
 	if opts.list {
 		for _, s := range scenario.All {
 			fmt.Printf("%-11s %s\n", s.Name, s.About)
@@ -76,6 +93,13 @@ func run() error {
 	servers, err := serverConfigs(opts, fdLimit)
 	if err != nil {
 		return err
+	}
+	if slices.ContainsFunc(scenarios, func(s *scenario.Scenario) bool { return s.Echo }) {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		servers = append(servers, newServerSpec(echoServer, self, []string{"--echo-server", portToken}))
 	}
 	var serverLog *os.File
 	if opts.serverLog != "" {
@@ -118,6 +142,9 @@ func run() error {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
+				if sc.Echo != (s.config.Name == echoServer) {
+					continue
+				}
 				if ctx.Err() != nil {
 					return errors.New("interrupted; no record written")
 				}
@@ -172,7 +199,7 @@ type serverSpec struct {
 // serverConfigs returns switchyard and, when it is available, gearmand.
 func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	fd := strconv.FormatUint(fdLimit, 10)
-	sy := []string{"-L", "127.0.0.1", "-p", portToken, "-t", "0", "-l", "stderr", "-f", fd}
+	sy := []string{"-L", "127.0.0.1", "-p", portToken, "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd}
 	servers := []serverSpec{newServerSpec("switchyard", opts.switchyard, append(sy, strings.Fields(opts.switchyardArgs)...))}
 	if opts.gearmand == "" || opts.gearmand == "none" {
 		return servers, nil
@@ -249,11 +276,14 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&opts.switchyardArgs, "switchyard-args", "", "extra switchyard arguments, space-separated")
 	fs.StringVar(&opts.gearmand, "gearmand", defaultGearmand, `gearmand binary for the baseline; "none" to skip (the default is skipped when not installed)`)
 	fs.StringVar(&opts.gearmandArgs, "gearmand-args", "", "extra gearmand arguments, space-separated")
+	fs.IntVar(&opts.switchyardLoops, "switchyard-threads", 0, "switchyard -t (event loops); 0, its default, is one per core")
 	fs.IntVar(&opts.gearmandThreads, "gearmand-threads", 4, "gearmand -t (I/O threads); 4 is its default")
 	fs.StringVar(&opts.out, "out", "bench/results", `directory for the JSON record; "" to write none`)
 	fs.StringVar(&opts.serverLog, "server-log", "", "file to receive the servers' output")
 	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")
 	fs.BoolVar(&opts.list, "list", false, "list the scenarios and exit")
+	fs.IntVar(&opts.echoServer, "echo-server", 0, "run as the ceiling scenarios' echo server on this 127.0.0.1 port")
+	fs.BoolVar(&opts.version, "version", false, "print the echo server's version line and exit")
 	for _, s := range scenario.All {
 		p := s.Full
 		opts.params[s.Name] = &p

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,5 +39,35 @@ func TestParseFlagsQuick(t *testing.T) {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
+	}
+}
+
+// TestCeilingEndToEnd builds the bench and runs the ceiling scenarios for a
+// moment: the binary must start itself as the echo server, run only the
+// echo scenarios against it, and print their rows.
+func TestCeilingEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "switchyard-bench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--scenarios", "ceiling,ceiling-sync", "--gearmand", "none", "--out", "",
+		"--ceiling.duration", "300ms", "--ceiling.warmup", "50ms",
+		"--ceiling-sync.duration", "300ms", "--ceiling-sync.warmup", "50ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, row := range []string{"| ceiling | echo |", "| ceiling-sync | echo |"} {
+		if !strings.Contains(string(out), row) {
+			t.Errorf("no %q row in:\n%s", row, out)
+		}
+	}
+	if strings.Contains(string(out), "| switchyard |") {
+		t.Errorf("switchyard ran an echo scenario:\n%s", out)
 	}
 }

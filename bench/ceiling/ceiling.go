@@ -1,0 +1,150 @@
+// Package ceiling measures what this machine's loopback allows any job
+// server: 64-byte round trips between a load-generator process and a
+// server process that does nothing but echo (gnet, one event loop). A job
+// that needs a worker round trip cannot be dispatched faster than this, so
+// the figure bounds the fg and bg-drain scenarios of `make bench`.
+package ceiling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/panjf2000/gnet/v2"
+
+	"switchyard/bench/load"
+)
+
+// echo is the whole server: every byte read is written back.
+type echo struct {
+	gnet.BuiltinEventEngine
+	ready func(addr string)
+	addr  string
+}
+
+func (e *echo) OnBoot(gnet.Engine) gnet.Action {
+	e.ready(e.addr)
+	return gnet.None
+}
+
+func (e *echo) OnTraffic(c gnet.Conn) gnet.Action {
+	b, _ := c.Next(-1)
+	_, _ = c.Write(b)
+	return gnet.None
+}
+
+// Serve runs the echo server on addr (host:port) with one event loop until
+// the process ends; ready is called once it accepts connections.
+func Serve(addr string, ready func(addr string)) error {
+	return gnet.Run(&echo{ready: ready, addr: addr}, "tcp://"+addr,
+		gnet.WithNumEventLoop(1), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
+}
+
+// PingPong sends n messages of size bytes to addr, spread over conns
+// connections, each waiting for its echo before sending the next.
+func PingPong(addr string, conns, size, n int) error {
+	if conns < 1 || size < 1 {
+		return errors.New("ceiling: conns and size must be positive")
+	}
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		cs[i] = c
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, conns)
+	for i, c := range cs {
+		share := n / conns
+		if i < n%conns {
+			share++
+		}
+		wg.Go(func() {
+			out, in := make([]byte, size), make([]byte, size)
+			for k := range out {
+				out[k] = byte(i + k)
+			}
+			for range share {
+				if _, err := c.Write(out); err != nil {
+					errs[i] = err
+					return
+				}
+				if _, err := io.ReadFull(c, in); err != nil {
+					errs[i] = err
+					return
+				}
+				if string(in) != string(out) {
+					errs[i] = fmt.Errorf("ceiling: connection %d got back bytes it did not send", i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Result is what Run measured.
+type Result struct {
+	RoundTrips int64         // completed inside the measured window
+	Window     time.Duration // the measured window
+	Latency    *hdrhistogram.Histogram
+}
+
+// Run keeps one message of size bytes in flight on each of
+// conns connections to addr from start to end, and measures the round
+// trips that begin after measureFrom (the warm-up is not counted).
+func Run(ctx context.Context, addr string, conns, size int, measureFrom, end time.Time) (Result, error) {
+	res := Result{Window: end.Sub(measureFrom), Latency: load.NewLatencyHistogram()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, conns)
+	for i := range conns {
+		wg.Go(func() {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer c.Close()
+			stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+			defer stop()
+			h := load.NewLatencyHistogram()
+			var n int64
+			out, in := make([]byte, size), make([]byte, size)
+			for {
+				start := time.Now()
+				if !start.Before(end) {
+					break
+				}
+				if _, err := c.Write(out); err != nil {
+					errs[i] = err
+					return
+				}
+				if _, err := io.ReadFull(c, in); err != nil {
+					errs[i] = err
+					return
+				}
+				if !start.Before(measureFrom) {
+					n++
+					_ = h.RecordValue(max(time.Since(start).Microseconds(), 1))
+				}
+			}
+			mu.Lock()
+			res.RoundTrips += n
+			res.Latency.Merge(h)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
