@@ -1,5 +1,7 @@
 package sched
 
+import "unsafe"
+
 // Priority orders a function's three queues; High is served first.
 type Priority uint8
 
@@ -46,6 +48,35 @@ type Job struct {
 	listeners  *attach // doubly linked list of attached clients
 	nlisteners uint32
 	timer      *timer // made on first use: most jobs never wait on a clock
+}
+
+// jobWithPayload holds a job and a small payload in one allocation, so a
+// typical queued job costs one malloc instead of two: with a million jobs
+// queued, allocation was a fifth of the server's time in background
+// submits. The payload's size is chosen to fill the 256-byte size class.
+type jobWithPayload struct {
+	Job
+	data [smallPayload]byte
+}
+
+const smallPayload = 256 - unsafe.Sizeof(Job{})
+
+// newJob returns a job holding r's payload: r's own buffer when the caller
+// gave it away, else a copy.
+func newJob(r *SubmitReq) *Job {
+	switch {
+	case r.OwnPayload:
+		return &Job{payload: r.Payload, owned: true} // its capacity is Release's to reuse
+	case len(r.Payload) <= int(smallPayload):
+		jp := &jobWithPayload{}
+		jp.payload = jp.data[:copy(jp.data[:], r.Payload):len(r.Payload)]
+		if len(r.Payload) == 0 {
+			jp.payload = nil
+		}
+		return &jp.Job
+	default:
+		return &Job{payload: append([]byte(nil), r.Payload...)}
+	}
 }
 
 // clock returns the job's timer, making it on first use. Caller holds the

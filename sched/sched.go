@@ -234,19 +234,13 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	sh := s.shardFor(r.Func)
 	// Build the job before taking the lock: the copy may be megabytes, and a
 	// durable store must have it before anyone can see it.
-	j := &Job{
-		id:         sh.seq.Add(1)<<s.shardBits | sh.idx,
-		unique:     string(r.Unique),
-		payload:    r.Payload, // its capacity is Release's to reuse
-		reducer:    string(r.Reducer),
-		prio:       r.Priority,
-		background: r.Background,
-		when:       r.When,
-	}
-	j.owned = r.OwnPayload
-	if !r.OwnPayload {
-		j.payload = append([]byte(nil), r.Payload...)
-	}
+	j := newJob(r)
+	j.id = sh.seq.Add(1)<<s.shardBits | sh.idx
+	j.unique = string(r.Unique)
+	j.reducer = string(r.Reducer)
+	j.prio = r.Priority
+	j.background = r.Background
+	j.when = r.When
 	j.byPayload = r.CoalesceOnPayload
 	if r.Background && s.durable {
 		if err := s.store.Save(j.record(string(r.Func))); err != nil {
