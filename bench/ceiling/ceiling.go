@@ -1,8 +1,9 @@
 // Package ceiling measures what this machine's loopback allows any job
 // server: 64-byte round trips between a load-generator process and a
-// server process that does nothing but echo (gnet, one event loop). A job
-// that needs a worker round trip cannot be dispatched faster than this, so
-// the figure bounds the fg and bg-drain scenarios of `make bench`.
+// server process that does nothing but echo (gnet, one event loop per core
+// like switchyard's default). A job that needs a worker round trip cannot be
+// dispatched faster than this, so the figure bounds the fg and bg-drain
+// scenarios of `make bench`.
 package ceiling
 
 import (
@@ -38,11 +39,11 @@ func (e *echo) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// Serve runs the echo server on addr (host:port) with one event loop until
-// the process ends; ready is called once it accepts connections.
+// Serve runs the echo server on addr (host:port), one event loop per core,
+// until the process ends; ready is called once it accepts connections.
 func Serve(addr string, ready func(addr string)) error {
 	return gnet.Run(&echo{ready: ready, addr: addr}, "tcp://"+addr,
-		gnet.WithNumEventLoop(1), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
+		gnet.WithMulticore(true), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
 }
 
 // PingPong sends n messages of size bytes to addr, spread over conns
