@@ -104,7 +104,8 @@ func Markdown(s *Series) string {
 	b.WriteString("Reproduce: `make bench-deps` once (installs Debian's gearmand for the comparison), then " +
 		"`make bench` (the full suite) or `make bench BENCHFLAGS=--quick` (a few seconds per scenario), " +
 		"then `make bench-report`. Every scenario runs on a fresh server on 127.0.0.1, switchyard and " +
-		"gearmand alternating. `bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
+		"gearmand alternating; `ceiling` and `ceiling-sync` run against an echo process instead, to show " +
+		"what the machine allows any server. `bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
 	if len(s.Records) == 0 {
 		b.WriteString("No results yet.\n")
 		return b.String()
