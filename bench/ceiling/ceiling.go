@@ -49,8 +49,8 @@ func Serve(addr string, ready func(addr string)) error {
 // PingPong sends n messages of size bytes to addr, spread over conns
 // connections, each waiting for its echo before sending the next.
 func PingPong(addr string, conns, size, n int) error {
-	if conns < 1 || size < 1 {
-		return errors.New("ceiling: conns and size must be positive")
+	if err := check(conns, size); err != nil {
+		return err
 	}
 	cs := make([]net.Conn, conns)
 	for i := range cs {
@@ -69,21 +69,9 @@ func PingPong(addr string, conns, size, n int) error {
 			share++
 		}
 		wg.Go(func() {
-			out, in := make([]byte, size), make([]byte, size)
-			for k := range out {
-				out[k] = byte(i + k)
-			}
+			out, in := message(i, size), make([]byte, size)
 			for range share {
-				if _, err := c.Write(out); err != nil {
-					errs[i] = err
-					return
-				}
-				if _, err := io.ReadFull(c, in); err != nil {
-					errs[i] = err
-					return
-				}
-				if string(in) != string(out) {
-					errs[i] = fmt.Errorf("ceiling: connection %d got back bytes it did not send", i)
+				if errs[i] = roundTrip(c, out, in); errs[i] != nil {
 					return
 				}
 			}
@@ -105,6 +93,9 @@ type Result struct {
 // trips that begin after measureFrom (the warm-up is not counted).
 func Run(ctx context.Context, addr string, conns, size int, measureFrom, end time.Time) (Result, error) {
 	res := Result{Window: end.Sub(measureFrom), Latency: load.NewLatencyHistogram()}
+	if err := check(conns, size); err != nil {
+		return res, err
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, conns)
@@ -121,18 +112,13 @@ func Run(ctx context.Context, addr string, conns, size int, measureFrom, end tim
 			defer stop()
 			h := load.NewLatencyHistogram()
 			var n int64
-			out, in := make([]byte, size), make([]byte, size)
+			out, in := message(i, size), make([]byte, size)
 			for {
 				start := time.Now()
 				if !start.Before(end) {
 					break
 				}
-				if _, err := c.Write(out); err != nil {
-					errs[i] = err
-					return
-				}
-				if _, err := io.ReadFull(c, in); err != nil {
-					errs[i] = err
+				if errs[i] = roundTrip(c, out, in); errs[i] != nil {
 					return
 				}
 				if !start.Before(measureFrom) {
@@ -148,4 +134,35 @@ func Run(ctx context.Context, addr string, conns, size int, measureFrom, end tim
 	}
 	wg.Wait()
 	return res, errors.Join(errs...)
+}
+
+func check(conns, size int) error {
+	if conns < 1 || size < 1 {
+		return errors.New("ceiling: conns and size must be positive")
+	}
+	return nil
+}
+
+// message is connection i's bytes: each connection's differ, so an echo
+// delivered to the wrong one is caught.
+func message(i, size int) []byte {
+	out := make([]byte, size)
+	for k := range out {
+		out[k] = byte(i + k)
+	}
+	return out
+}
+
+// roundTrip sends out and reads its echo into in.
+func roundTrip(c net.Conn, out, in []byte) error {
+	if _, err := c.Write(out); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c, in); err != nil {
+		return err
+	}
+	if string(in) != string(out) {
+		return fmt.Errorf("ceiling: got back %q, sent %q", in, out)
+	}
+	return nil
 }

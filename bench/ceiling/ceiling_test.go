@@ -101,4 +101,7 @@ func TestRun(t *testing.T) {
 	if res.Window != 250*time.Millisecond {
 		t.Fatalf("window %v", res.Window)
 	}
+	if _, err := Run(context.Background(), addr, 1, 0, now, now); err == nil {
+		t.Error("empty messages accepted")
+	}
 }
