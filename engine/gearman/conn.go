@@ -127,12 +127,12 @@ func (cn *conn) parse() gnet.Action {
 		if consumed == 0 {
 			rest := buf[used:]
 			cn.need = len(rest) + 1
-			if len(rest) >= codec.HeaderSize && rest[0] == 0 {
+			if len(rest) >= codec.HeaderSize && rest[0] == 0 { // a binary header
 				cn.need = codec.HeaderSize + int(binary.BigEndian.Uint32(rest[8:]))
-			}
-			if cn.need > largeBody {
-				cn.startBody(rest)
-				used = len(buf)
+				if cn.need > largeBody {
+					cn.startBody(rest)
+					used = len(buf)
+				}
 			}
 			break // wait for the rest of the packet
 		}
@@ -207,7 +207,7 @@ func (cn *conn) readBody() (done, ok bool) {
 func (cn *conn) bodyPacket() {
 	body := cn.body
 	cn.body, cn.need = nil, 0
-	if _, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil {
+	if n, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil || n != len(body) {
 		cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
 		bodies.put(body)
 		return
