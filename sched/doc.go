@@ -28,6 +28,10 @@
 //     sleepers. One ticker (or the caller, via Advance) drives every wheel.
 //   - A Store sees every job that must survive a restart (one with no
 //     listener): Save before the submit is acknowledged, Delete when it ends.
+//   - Payloads are copied on Submit, except that a frontend may hand over a
+//     buffer of its own (SubmitReq.OwnPayload) and have it back through
+//     Config.Release when the job ends: Gearman reads large packets
+//     straight into such buffers and reuses them.
 //
 // # How each protocol maps onto sched
 //
