@@ -75,7 +75,10 @@ func (cn *conn) traffic() gnet.Action {
 		if cn.body != nil {
 			done, ok := cn.readBody()
 			if !ok {
-				return gnet.Close // the peer left mid-packet: nobody to answer
+				// The peer left mid-packet. Replies this event made for
+				// other connections must still go out below.
+				action = gnet.Close
+				break
 			}
 			if !done {
 				break

@@ -762,3 +762,18 @@ func TestSlowReaderIsDropped(t *testing.T) {
 		w.expect(res(codec.EchoRes, "poll"))
 	}
 }
+
+// TestPeerLeavesMidPacketAfterWaking: a connection whose event woke a
+// worker on the same loop and then hit EOF inside a large packet must still
+// flush that worker's NOOP.
+func TestPeerLeavesMidPacketAfterWaking(t *testing.T) {
+	addr, _ := startServer(t, Config{Loops: 1}, sched.Config{})
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.PreSleep), req(codec.EchoReq, "asleep"))
+	w.expect(res(codec.EchoRes, "asleep"))
+	c := dial(t, addr)
+	big := req(codec.SubmitJobBg, "f", "", strings.Repeat("z", 1<<20))
+	c.send(req(codec.SubmitJobBg, "f", "", "wake"), big[:len(big)/2])
+	c.c.Close()
+	w.expect(res(codec.Noop))
+}
