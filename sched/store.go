@@ -14,6 +14,8 @@ type Record struct {
 // Store persists background and delayed jobs. Save is called before the
 // submit is acknowledged and Delete once the job has ended; neither is
 // called with a scheduler lock held. Load replays saved jobs at start.
+// Save must not keep r.Payload: with Config.Release the frontend reuses
+// that memory as soon as the job ends, possibly before Delete.
 type Store interface {
 	Save(r *Record) error
 	Delete(id uint64) error
