@@ -161,13 +161,26 @@ func (s *Sched) shardOf(id uint64) *shard {
 // job finds a live job by id. Caller holds sh.mu.
 func (sh *shard) job(id uint64) *Job { return sh.jobs.get(id >> sh.bits) }
 
-// ticks converts a wall-clock time to the wheel's tick count.
+// ticks converts a wall-clock time to the wheel's tick count: the tick
+// that time falls in.
 func (s *Sched) ticks(t time.Time) int64 {
 	d := t.Sub(s.epoch)
 	if d < 0 {
 		return 0
 	}
 	return int64(d / s.tickLen())
+}
+
+// deadline is the first tick that starts at or after t: a timer armed for
+// it never fires before t (ticks would, by up to a tick, since ticks start
+// at the scheduler's epoch and not on whole seconds).
+func (s *Sched) deadline(t time.Time) int64 {
+	d := t.Sub(s.epoch)
+	if d < 0 {
+		return 0
+	}
+	tl := s.tickLen()
+	return int64((d + tl - 1) / tl)
 }
 
 func (s *Sched) tickLen() time.Duration {
@@ -280,7 +293,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	if r.When > 0 && r.When > time.Now().Unix() { // the clock only for delayed jobs
 		j.state = stateDelayed
 		f.delayed++
-		sh.wheel.arm(j.clock(timerDue), s.ticks(time.Unix(r.When, 0)))
+		sh.wheel.arm(j.clock(timerDue), s.deadline(time.Unix(r.When, 0)))
 	} else {
 		j.state = stateQueued
 		f.queues[j.prio].pushBack(j)

@@ -757,3 +757,31 @@ func TestOwnPayloadRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestDelayedJobNeverEarly: ticks count from the scheduler's start, not
+// from whole seconds, so a due time falls inside a tick; the job must wait
+// for the tick after it rather than fire with the one before.
+func TestDelayedJobNeverEarly(t *testing.T) {
+	for _, offset := range []time.Duration{0, 300 * time.Microsecond, 700 * time.Microsecond, 999 * time.Microsecond} {
+		s := newTest(t, Config{})
+		s.epoch = time.Unix(1000, 0).Add(offset) // ticks start here
+		s.Advance(s.epoch)
+		c := s.NewClient(&recorder{})
+		k := &waker{}
+		w := s.NewWorker(k)
+		w.CanDo([]byte("f"), 0)
+		w.Sleep()
+		if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Background: true, When: time.Now().Unix() + 3600}); err != nil {
+			t.Fatal(err)
+		}
+		due := time.Unix(time.Now().Unix()+3600, 0)
+		s.Advance(due.Add(-time.Nanosecond))
+		if k.n.Load() != 0 {
+			t.Fatalf("offset %v: due job woke a worker before its time", offset)
+		}
+		s.Advance(due.Add(s.tickLen()))
+		if k.n.Load() != 1 {
+			t.Fatalf("offset %v: due job not run a tick after its time", offset)
+		}
+	}
+}

@@ -183,7 +183,7 @@ func (w *Worker) Grab() *Job {
 		j.worker = w
 		a.fn.running++
 		if a.timeout > 0 {
-			sh.wheel.arm(j.clock(timerTimeout), w.s.ticks(time.Now().Add(a.timeout)))
+			sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(time.Now().Add(a.timeout)))
 		}
 		w.hold(j)
 		sh.mu.Unlock()
