@@ -26,12 +26,13 @@ var bodies = bodyPool{limit: 32 << 20}
 // Gearman servers submit to.
 func ReleasePayload(payload []byte) { bodies.put(payload) }
 
-// bodyScan bounds how many free buffers get looks at.
+// bodyScan bounds how many free buffers take looks at.
 const bodyScan = 8
 
-// get returns an empty buffer with room for at least n bytes.
-func (p *bodyPool) get(n int) []byte {
+// take returns an empty pooled buffer with room for n bytes, or nil.
+func (p *bodyPool) take(n int) []byte {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for i := len(p.free) - 1; i >= max(0, len(p.free)-bodyScan); i-- {
 		// A buffer far larger than asked for would sit idle in a small packet.
 		if b := p.free[i]; cap(b) >= n && cap(b) <= 2*n {
@@ -40,24 +41,44 @@ func (p *bodyPool) get(n int) []byte {
 			p.free[last] = nil
 			p.free = p.free[:last]
 			p.bytes -= cap(b)
-			p.mu.Unlock()
 			return b
 		}
 	}
-	p.mu.Unlock()
-	return make([]byte, 0, n+n/16)
+	return nil
 }
 
-// put offers b for reuse; small buffers, and any beyond the limit, are
-// left to the garbage collector.
+// minBody is the least a large packet's buffer starts with.
+const minBody = 128 << 10
+
+// bodyCap is the capacity to allocate for a packet of need bytes of which
+// have have arrived: room for what has come and as much again, so that a
+// header alone cannot make the server allocate the megabytes it claims;
+// the buffer doubles as bytes arrive. The last step adds a sixteenth of
+// slack: a job's payload is its buffer's tail, and the slack lets that tail
+// hold a packet of the same size again.
+func bodyCap(need, have int) int {
+	c := max(2*have, minBody)
+	if c >= need {
+		return need + need/16
+	}
+	return c
+}
+
+// put offers b for reuse. Small buffers, and any larger than the pool's
+// limit, are left to the garbage collector; to make room, the buffers
+// freed longest ago are.
 func (p *bodyPool) put(b []byte) {
-	if cap(b) <= largeBody {
+	if cap(b) <= largeBody || cap(b) > p.limit {
 		return
 	}
 	p.mu.Lock()
-	if p.bytes+cap(b) <= p.limit {
-		p.free = append(p.free, b[:0])
-		p.bytes += cap(b)
+	drop := 0
+	for p.bytes+cap(b) > p.limit {
+		p.bytes -= cap(p.free[drop])
+		p.free[drop] = nil
+		drop++
 	}
+	p.free = append(p.free[drop:], b[:0])
+	p.bytes += cap(b)
 	p.mu.Unlock()
 }

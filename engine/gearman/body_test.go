@@ -7,17 +7,18 @@ func TestBodyPool(t *testing.T) {
 	tests := []struct {
 		name     string
 		put      []int // capacities given back, in order
-		get      int
-		wantFrom int // index into put of the buffer get must return; -1 = new
+		take     int
+		wantFrom int // index into put of the buffer take must return; -1 = none
 	}{
 		{"empty pool", nil, big, -1},
 		{"exact fit", []int{big}, big, 0},
-		{"tail a little short of a fresh buffer", []int{big + big/16 - 40}, big + 30, 0},
+		{"a job's tail, a little short of its buffer", []int{bodyCap(big, big) - 40}, big, 0},
 		{"too small", []int{big - 1}, big, -1},
 		{"more than twice too large", []int{2*big + 1}, big, -1},
 		{"newest fitting first", []int{big, big}, big, 1},
 		{"small buffers are not kept", []int{largeBody}, largeBody, -1},
-		{"over the limit is dropped", []int{20 << 20, 20 << 20}, 20 << 20, 0},
+		{"the oldest make room", []int{20 << 20, 20 << 20}, 20 << 20, 1},
+		{"larger than the whole pool", []int{33 << 20}, 33 << 20, -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -28,21 +29,39 @@ func TestBodyPool(t *testing.T) {
 				given = append(given, b)
 				p.put(b)
 			}
-			b := p.get(tt.get)
-			if len(b) != 0 || cap(b) < tt.get {
-				t.Fatalf("get(%d): len %d cap %d", tt.get, len(b), cap(b))
+			b := p.take(tt.take)
+			if tt.wantFrom < 0 {
+				if b != nil {
+					t.Fatalf("take(%d) = a buffer of cap %d, want none", tt.take, cap(b))
+				}
+				return
 			}
-			for i, g := range given {
-				if &g[:1][0] == &b[:1][0] && i != tt.wantFrom {
-					t.Fatalf("got buffer %d, want %d", i, tt.wantFrom)
-				}
-				if i == tt.wantFrom && &g[:1][0] != &b[:1][0] {
-					t.Fatalf("did not get buffer %d", i)
-				}
+			if b == nil || len(b) != 0 || &b[:1][0] != &given[tt.wantFrom][:1][0] {
+				t.Fatalf("take(%d) did not return buffer %d", tt.take, tt.wantFrom)
 			}
 			if p.bytes < 0 || p.bytes > p.limit {
 				t.Fatalf("pool holds %d bytes, limit %d", p.bytes, p.limit)
 			}
 		})
+	}
+}
+
+// TestBodyCap: a large packet's buffer grows with what has arrived, never
+// with what the header claims, and ends with room for the whole packet.
+func TestBodyCap(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		need, have, want int
+	}{
+		{64 << 20, 12, minBody},              // a header alone
+		{64 << 20, minBody, 2 * minBody},     // doubling
+		{64 << 20, 40 * mib, 64*mib + 4*mib}, // the last step: all of it, plus slack
+		{mib, 600 << 10, mib + mib/16},       // a packet mostly here: all of it
+		{100 << 10, 12, 100<<10 + 100<<10/16},
+	}
+	for _, tt := range tests {
+		if got := bodyCap(tt.need, tt.have); got != tt.want {
+			t.Errorf("bodyCap(%d, %d) = %d, want %d", tt.need, tt.have, got, tt.want)
+		}
 	}
 }

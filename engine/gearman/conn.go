@@ -2,7 +2,6 @@ package gearman
 
 import (
 	"encoding/binary"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -162,14 +161,28 @@ func (cn *conn) parse() gnet.Action {
 // into the job: payload-1m does three fewer copies of every megabyte.
 const largeBody = 64 << 10
 
-// bodyChunk bounds what a packet's header alone makes the server allocate:
-// the buffer grows as the bytes actually arrive.
-const bodyChunk = 4 << 20
-
 // startBody begins assembling a large packet (cn.need bytes) from its
-// first bytes, prefix.
+// first bytes, prefix, in a pooled buffer that holds it all if there is
+// one, else in one sized for what has arrived (bodyCap).
 func (cn *conn) startBody(prefix []byte) {
-	cn.body = append(bodies.get(min(cn.need, max(bodyChunk, len(prefix)))), prefix...)
+	b := bodies.take(cn.need)
+	if b == nil {
+		b = make([]byte, 0, bodyCap(cn.need, len(prefix)))
+	}
+	cn.body = append(b, prefix...)
+}
+
+// growBody makes room in cn.body for at least n more bytes. The old buffer
+// is left to the garbage collector: the pool wants whole packets' buffers.
+func (cn *conn) growBody(n int) {
+	c := cap(cn.body)
+	for c-len(cn.body) < n {
+		c = bodyCap(cn.need, c)
+	}
+	if c == cap(cn.body) {
+		return
+	}
+	cn.body = append(make([]byte, 0, c), cn.body...)
 }
 
 // readBody moves the large packet's bytes into cn.body: first what gnet has
@@ -178,15 +191,13 @@ func (cn *conn) startBody(prefix []byte) {
 func (cn *conn) readBody() (done, ok bool) {
 	if n := cn.c.InboundBuffered(); n > 0 {
 		take := min(n, cn.need-len(cn.body))
-		cn.body = slices.Grow(cn.body, take)
+		cn.growBody(take)
 		m, _ := cn.c.Read(cn.body[len(cn.body) : len(cn.body)+take])
 		cn.body = cn.body[:len(cn.body)+m]
 	}
 	for len(cn.body) < cn.need {
 		if len(cn.body) == cap(cn.body) {
-			old := cn.body
-			cn.body = slices.Grow(cn.body, min(cap(cn.body), cn.need-len(cn.body)))
-			bodies.put(old)
+			cn.growBody(1)
 		}
 		// Never past the packet: its successors belong to gnet's reads.
 		room := cn.body[len(cn.body):min(cap(cn.body), cn.need)]
