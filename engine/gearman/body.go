@@ -1,6 +1,9 @@
 package gearman
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // bodyPool keeps the buffers of large packets for reuse. Without it every
 // 1 MiB packet costs a fresh zeroed allocation, and the garbage collector
@@ -36,10 +39,7 @@ func (p *bodyPool) take(n int) []byte {
 	for i := len(p.free) - 1; i >= max(0, len(p.free)-bodyScan); i-- {
 		// A buffer far larger than asked for would sit idle in a small packet.
 		if b := p.free[i]; cap(b) >= n && cap(b) <= 2*n {
-			last := len(p.free) - 1
-			p.free[i] = p.free[last]
-			p.free[last] = nil
-			p.free = p.free[:last]
+			p.free = slices.Delete(p.free, i, i+1) // in order: put drops the oldest
 			p.bytes -= cap(b)
 			return b
 		}
@@ -50,8 +50,8 @@ func (p *bodyPool) take(n int) []byte {
 // minBody is the least a large packet's buffer starts with.
 const minBody = 128 << 10
 
-// bodyCap is the capacity to allocate for a packet of need bytes of which
-// have have arrived: room for what has come and as much again, so that a
+// bodyCap is the capacity to allocate for a packet of need bytes when have
+// bytes of it have arrived: room for what has come and as much again, so a
 // header alone cannot make the server allocate the megabytes it claims;
 // the buffer doubles as bytes arrive. The last step adds a sixteenth of
 // slack: a job's payload is its buffer's tail, and the slack lets that tail
