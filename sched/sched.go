@@ -175,12 +175,7 @@ func (s *Sched) ticks(t time.Time) int64 {
 // it never fires before t (ticks would, by up to a tick, since ticks start
 // at the scheduler's epoch and not on whole seconds).
 func (s *Sched) deadline(t time.Time) int64 {
-	d := t.Sub(s.epoch)
-	if d < 0 {
-		return 0
-	}
-	tl := s.tickLen()
-	return int64((d + tl - 1) / tl)
+	return s.ticks(t.Add(s.tickLen() - 1))
 }
 
 func (s *Sched) tickLen() time.Duration {
