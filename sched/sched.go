@@ -262,11 +262,28 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	key := j.key()
 	if key != "" {
 		if existing := f.unique[key]; existing != nil {
-			linked := r.Background || c.link(existing)
+			linked, kept := true, false
+			if r.Background {
+				// This submitter is told the job exists, so it must run
+				// even if every foreground client of it leaves.
+				kept = !existing.background
+				existing.background = true
+			} else {
+				linked = c.link(existing)
+			}
+			var rec *Record
+			if kept && s.durable {
+				rec = existing.record(f.name)
+			}
 			sh.mu.Unlock()
 			s.forgetStored(j)
 			if !linked {
 				return 0, ErrClosed
+			}
+			if rec != nil {
+				if err := s.store.Save(rec); err != nil {
+					return 0, err
+				}
 			}
 			return existing.id, nil
 		}

@@ -785,3 +785,39 @@ func TestDelayedJobNeverEarly(t *testing.T) {
 		}
 	}
 }
+
+// A background submit that joins a foreground job is acknowledged, so the
+// job must run even when every foreground client leaves, queued or running.
+func TestBackgroundJoinKeepsJob(t *testing.T) {
+	for _, running := range []bool{false, true} {
+		t.Run(fmt.Sprintf("running=%v", running), func(t *testing.T) {
+			s := newTest(t, Config{})
+			fg := s.NewClient(&recorder{})
+			bg := s.NewClient(&recorder{})
+			id := submit(t, fg, "f", "u", "work", Normal, false)
+			w := s.NewWorker(&waker{})
+			w.CanDo([]byte("f"), 0)
+			if running {
+				if j := w.Grab(); j == nil || j.ID() != id {
+					t.Fatal("grab")
+				}
+			}
+			if got := submit(t, bg, "f", "u", "other", Normal, true); got != id {
+				t.Fatalf("background submit made job %d, want it to join %d", got, id)
+			}
+			fg.Close()
+			if running {
+				w.Close() // the worker dies: the job must go back, not away
+				w = s.NewWorker(&waker{})
+				w.CanDo([]byte("f"), 0)
+			}
+			j := w.Grab()
+			if j == nil || j.ID() != id || string(j.Payload()) != "work" {
+				t.Fatalf("the joined job was lost: grab %v, jobs %+v", j, s.Jobs())
+			}
+			if !s.Jobs()[0].Background {
+				t.Fatal("joined job not listed as background")
+			}
+		})
+	}
+}

@@ -57,3 +57,28 @@ func TestStoreSeesBackgroundJobs(t *testing.T) {
 		t.Fatalf("ops %s, want %s", got, want)
 	}
 }
+
+// A foreground job that a background submit joins must then survive a
+// restart like any background job: its record is saved before the join is
+// acknowledged and deleted when it ends.
+func TestStoreSavesJoinedForegroundJob(t *testing.T) {
+	st := &recordingStore{live: map[uint64]Record{}}
+	s := newTest(t, Config{Store: st})
+	c := s.NewClient(&recorder{})
+	fg := submit(t, c, "f", "u", "x", Normal, false)
+	if len(st.live) != 0 {
+		t.Fatalf("foreground job stored: %v", st.live)
+	}
+	if id := submit(t, c, "f", "u", "y", Normal, true); id != fg {
+		t.Fatalf("joined %d, want %d", id, fg)
+	}
+	if r, ok := st.live[fg]; !ok || len(st.live) != 1 || string(r.Payload) != "x" {
+		t.Fatalf("store holds %v, want the joined job %d", st.live, fg)
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	w.Update(w.Grab().ID(), &Update{Kind: Complete})
+	if len(st.live) != 0 {
+		t.Fatalf("finished job still stored: %v", st.live)
+	}
+}
