@@ -140,11 +140,12 @@ func (s *Sched) Cancel(id uint64) error {
 	return nil
 }
 
-// CreateFunc makes a function known before any worker or job names it.
+// CreateFunc makes a function known before any worker or job names it. It
+// is kept until DropFunc, however long it stays idle.
 func (s *Sched) CreateFunc(name []byte) {
 	sh := s.shardFor(name)
 	sh.mu.Lock()
-	s.function(sh, name)
+	s.function(sh, name).kept = true
 	sh.mu.Unlock()
 }
 
@@ -161,6 +162,7 @@ func (s *Sched) DropFunc(name []byte) error {
 	if f.workers > 0 || f.total() > 0 {
 		return ErrFunctionBusy
 	}
+	sh.busy(f)
 	delete(sh.funcs, f.name)
 	return nil
 }
@@ -173,6 +175,8 @@ func (s *Sched) SetMaxQueue(name []byte, max [3]int) {
 	sh.mu.Lock()
 	if f := sh.funcs[string(name)]; f != nil {
 		f.maxQueue = max
+		sh.busy(f) // an admin setting restarts the idle time, or ends it
+		sh.settle(f)
 	}
 	sh.mu.Unlock()
 }

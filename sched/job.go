@@ -34,9 +34,9 @@ type Job struct {
 	prio       Priority
 	byPayload  bool     // coalesce on the payload (gearman's unique "-")
 	owned      bool     // payload is the frontend's buffer, see Config.Release
+	background bool     // runs with no listener (a background submit made or joined it)
+	state      jobState // mutable, as are the fields after when: shard lock
 	when       int64    // unix seconds; 0 = run now (fixed at Submit)
-	state      jobState // mutable, as are the fields below: shard lock
-	background bool     // runs with no listener; a later submit may set it
 
 	// Mutable state, guarded by the job's shard lock, packed so that a Job
 	// is 160 bytes and one with a 64-byte payload fills a 224-byte object.
@@ -136,10 +136,6 @@ func (j *Job) Reducer() string { return j.reducer }
 
 // Priority is the queue the job waits in.
 func (j *Job) Priority() Priority { return j.prio }
-
-// Background reports whether the job must run even with no listener: it
-// was submitted, or joined, by a submitter that does not wait for it.
-func (j *Job) Background() bool { return j.background }
 
 // When is the unix time the job was asked to run at (0: immediately).
 func (j *Job) When() int64 { return j.when }

@@ -33,6 +33,12 @@ type Config struct {
 	// Tick is the timer resolution; 0 = 10ms. Negative disables the ticker:
 	// the owner then drives timers with Advance (tests do).
 	Tick time.Duration
+	// Clock is the time source; nil means the system's.
+	Clock Clock
+	// FunctionTTL forgets a function that has had no job, no worker and no
+	// admin setting (CreateFunc, SetMaxQueue) for this long; 0 keeps every
+	// function for ever.
+	FunctionTTL time.Duration
 	// Store persists background jobs; nil keeps them in memory only.
 	Store Store
 	// Release, when set, is handed the payload of every job submitted with
@@ -51,12 +57,15 @@ type Sched struct {
 	retries   uint32
 	rr        bool
 	tick      time.Duration
-	epoch     time.Time // tick 0
+	epoch     time.Time // tick 0, on clock.Now's scale
+	clock     Clock
+	ttl       time.Duration // Config.FunctionTTL
 	store     Store
 	durable   bool
-	clk       *clock
+	timers    *timerCount
+	idle      timerCount // functions waiting out their TTL, see ForgetIdle
 	stop      chan struct{}
-	done      chan struct{}
+	done      sync.WaitGroup
 	workerSeq uint64
 	funcSeq   atomic.Uint64
 }
@@ -70,7 +79,10 @@ type shard struct {
 	idx     uint64
 	bits    uint         // shard bits: a job's sequence number is id >> bits
 	release func([]byte) // Config.Release
-	_       [64]byte     // keep neighbouring shard locks off one cache line
+	s       *Sched
+	idle    funcList // functions with nothing in them, oldest first
+	peak    int      // most functions held since funcs was last rebuilt
+	_       [64]byte // keep neighbouring shard locks off one cache line
 }
 
 // New starts a scheduler; Close stops its ticker.
@@ -91,12 +103,17 @@ func New(cfg Config) *Sched {
 		retries:   uint32(cfg.JobRetries),
 		rr:        cfg.RoundRobin,
 		tick:      cfg.Tick,
-		epoch:     time.Now(),
+		clock:     cfg.Clock,
+		ttl:       cfg.FunctionTTL,
 		store:     cfg.Store,
 		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-		clk:       newClock(),
+		timers:    newTimerCount(),
 	}
+	if s.clock == nil {
+		s.clock = systemClock{}
+	}
+	s.epoch = s.clock.Now()
+	s.idle.kick = make(chan struct{}, 1)
 	s.durable = s.store != nil
 	if !s.durable {
 		s.store = memStore{}
@@ -105,13 +122,16 @@ func New(cfg Config) *Sched {
 		s.tick = 10 * time.Millisecond
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release}
-		s.shards[i].wheel.clk = s.clk
+		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release, s: s}
+		s.shards[i].wheel.count = s.timers
 	}
 	if s.tick > 0 {
+		s.done.Add(1)
 		go s.run()
-	} else {
-		close(s.done)
+		if s.ttl > 0 {
+			s.done.Add(1)
+			go s.sweep()
+		}
 	}
 	return s
 }
@@ -123,28 +143,28 @@ func (s *Sched) Close() {
 	default:
 		close(s.stop)
 	}
-	<-s.done
+	s.done.Wait()
 }
 
 func (s *Sched) run() {
-	defer close(s.done)
+	defer s.done.Done()
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
 	for {
-		if s.clk.armed.Load() == 0 {
+		if s.timers.armed.Load() == 0 {
 			t.Stop()
 			select {
 			case <-s.stop:
 				return
-			case <-s.clk.kick:
+			case <-s.timers.kick:
 			}
 			t.Reset(s.tick)
 		}
 		select {
 		case <-s.stop:
 			return
-		case now := <-t.C:
-			s.Advance(now)
+		case <-t.C:
+			s.Advance(s.clock.Now())
 		}
 	}
 }
@@ -161,8 +181,8 @@ func (s *Sched) shardOf(id uint64) *shard {
 // job finds a live job by id. Caller holds sh.mu.
 func (sh *shard) job(id uint64) *Job { return sh.jobs.get(id >> sh.bits) }
 
-// ticks converts a wall-clock time to the wheel's tick count: the tick
-// that time falls in.
+// ticks converts a time on the Clock's Now scale to the wheel's tick count:
+// the tick that time falls in.
 func (s *Sched) ticks(t time.Time) int64 {
 	d := t.Sub(s.epoch)
 	if d < 0 {
@@ -185,12 +205,17 @@ func (s *Sched) tickLen() time.Duration {
 	return s.tick
 }
 
-// function returns sh's function for name, creating it. Caller holds sh.mu.
+// function returns sh's function for name, creating it, and takes it off
+// the idle list: the caller is about to put something in it, or must call
+// sh.settle(f) if it does not. Caller holds sh.mu.
 func (s *Sched) function(sh *shard, name []byte) *function {
 	f := sh.funcs[string(name)]
 	if f == nil {
 		f = newFunction(string(name), s.funcSeq.Add(1))
 		sh.funcs[f.name] = f
+		sh.peak = max(sh.peak, len(sh.funcs))
+	} else {
+		sh.busy(f)
 	}
 	return f
 }
@@ -199,13 +224,14 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 func (sh *shard) forget(j *Job) {
 	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	if k := j.key(); k != "" && j.fn.unique[k] == j {
-		delete(j.fn.unique, k)
+		j.fn.forgetUnique(k)
 	}
 	j.state = stateDone
 	if j.owned && sh.release != nil {
 		sh.release(j.payload)
 		j.payload = nil
 	}
+	sh.settle(j.fn)
 }
 
 // SubmitReq describes a job to submit. Byte slices are copied, except
@@ -295,17 +321,22 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	}
 	j.fn = f
 	if !r.Background && !c.link(j) {
+		sh.settle(f)
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
 	if key != "" {
-		f.unique[key] = j
+		f.addUnique(key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
-	if r.When > 0 && r.When > time.Now().Unix() { // the clock only for delayed jobs
+	due, later := int64(0), false
+	if r.When > 0 { // the clocks only for delayed jobs
+		due, later = s.dueTick(r.When)
+	}
+	if later {
 		j.state = stateDelayed
 		f.delayed++
-		sh.wheel.arm(j.clock(timerDue), s.deadline(time.Unix(r.When, 0)))
+		sh.wheel.arm(j.clock(timerDue), due)
 	} else {
 		j.state = stateQueued
 		f.queues[j.prio].pushBack(j)

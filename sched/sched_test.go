@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -819,5 +820,38 @@ func TestBackgroundJoinKeepsJob(t *testing.T) {
 				t.Fatal("joined job not listed as background")
 			}
 		})
+	}
+}
+
+// A worker with many functions finds them through a map: registering,
+// re-registering, unregistering and resetting keep gearmand's order
+// (newest first) either way.
+func TestManyAbilities(t *testing.T) {
+	s := newTest(t, Config{})
+	w := s.NewWorker(&waker{})
+	var want []string
+	for i := 0; i < 2*manyAbilities; i++ {
+		name := fmt.Sprintf("f%02d", i)
+		w.CanDo([]byte(name), 0)
+		want = append([]string{name}, want...)
+	}
+	w.CanDo([]byte("f03"), time.Second) // known: only the timeout changes
+	w.CantDo([]byte("f20"))
+	w.CantDo([]byte("nope"))
+	want = slices.DeleteFunc(want, func(n string) bool { return n == "f20" })
+	if got := w.Abilities(nil); !slices.Equal(got, want) {
+		t.Fatalf("abilities %v, want %v", got, want)
+	}
+	c := s.NewClient(&recorder{})
+	submit(t, c, "f20", "", "gone", Normal, true)
+	submit(t, c, "f03", "", "old", Normal, true)
+	submit(t, c, "f30", "", "new", Normal, true)
+	if a, b, n := grabPayload(w), grabPayload(w), grabPayload(w); a != "new" || b != "old" || n != "<none>" {
+		t.Fatalf("grabbed %s %s %s", a, b, n)
+	}
+	w.Reset()
+	w.CanDo([]byte("f20"), 0)
+	if got := w.Abilities(nil); !slices.Equal(got, []string{"f20"}) || grabPayload(w) != "gone" {
+		t.Fatalf("after reset: %v", got)
 	}
 }

@@ -22,17 +22,18 @@ type timer struct {
 
 const wheelSlots = 512 // power of two
 
-// clock counts the timers armed in all wheels, so that the ticker can sleep
-// while there are none: an idle server does not wake a hundred times a
-// second for nothing.
-type clock struct {
+// timerCount counts what waits on the time (the timers armed in all wheels;
+// idle functions), so that the goroutine watching it can sleep while there
+// is none: an idle server does not wake a hundred times a second for
+// nothing.
+type timerCount struct {
 	armed atomic.Int64
 	kick  chan struct{} // a timer was armed with none before
 }
 
-func newClock() *clock { return &clock{kick: make(chan struct{}, 1)} }
+func newTimerCount() *timerCount { return &timerCount{kick: make(chan struct{}, 1)} }
 
-func (c *clock) inc() {
+func (c *timerCount) inc() {
 	if c != nil && c.armed.Add(1) == 1 {
 		select {
 		case c.kick <- struct{}{}:
@@ -41,7 +42,7 @@ func (c *clock) inc() {
 	}
 }
 
-func (c *clock) dec() {
+func (c *timerCount) dec() {
 	if c != nil {
 		c.armed.Add(-1)
 	}
@@ -53,7 +54,7 @@ type wheel struct {
 	slots [wheelSlots]*timer
 	now   int64 // last tick processed
 	n     int   // armed timers
-	clk   *clock
+	count *timerCount
 }
 
 func (w *wheel) arm(t *timer, expire int64) {
@@ -73,7 +74,7 @@ func (w *wheel) arm(t *timer, expire int64) {
 	*s = t
 	t.armed = true
 	w.n++
-	w.clk.inc()
+	w.count.inc()
 }
 
 func (w *wheel) cancel(t *timer) {
@@ -91,7 +92,7 @@ func (w *wheel) cancel(t *timer) {
 	t.prev, t.next = nil, nil
 	t.armed = false
 	w.n--
-	w.clk.dec()
+	w.count.dec()
 }
 
 // advance moves the wheel to tick now and calls fire for each expired timer,

@@ -6,8 +6,8 @@ import (
 )
 
 func TestWheel(t *testing.T) {
-	clk := newClock()
-	w := wheel{clk: clk}
+	clk := newTimerCount()
+	w := wheel{count: clk}
 	timers := make([]*timer, 6)
 	expires := []int64{1, 5, 5, wheelSlots, wheelSlots + 5, 3 * wheelSlots}
 	for i, e := range expires {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,9 +73,11 @@ type Worker struct {
 	s     *Sched
 	id    uint64
 	waker Waker
-	// abilities in the order jobs are looked for: most recently registered
-	// first, as gearmand 1.1 does.
+	// abilities in registration order; jobs are looked for from the end,
+	// most recently registered first, as gearmand 1.1 does. Appending keeps
+	// a worker that registers many functions linear, not quadratic.
 	abilities []*ability
+	byName    map[string]*ability // made once a worker has manyAbilities
 	state     atomic.Int32
 
 	mu    sync.Mutex // guards the held list; taken after a shard lock
@@ -97,26 +100,32 @@ func (w *Worker) ID() uint64 { return w.id }
 func (w *Worker) Abilities(dst []string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, a := range w.abilities {
-		dst = append(dst, a.fn.name)
+	for i := len(w.abilities) - 1; i >= 0; i-- {
+		dst = append(dst, w.abilities[i].fn.name)
 	}
 	return dst
 }
 
-func (w *Worker) find(name []byte) int {
-	for i, a := range w.abilities {
+// manyAbilities is where finding an ability by name switches from a scan
+// to a map.
+const manyAbilities = 16
+
+func (w *Worker) find(name []byte) *ability {
+	if w.byName != nil {
+		return w.byName[string(name)]
+	}
+	for _, a := range w.abilities {
 		if a.fn.name == string(name) {
-			return i
+			return a
 		}
 	}
-	return -1
+	return nil
 }
 
 // CanDo registers (or re-registers with a new timeout) a function. A
 // timeout > 0 requeues a job that runs longer than that.
 func (w *Worker) CanDo(name []byte, timeout time.Duration) {
-	if i := w.find(name); i >= 0 {
-		a := w.abilities[i]
+	if a := w.find(name); a != nil {
 		a.sh.mu.Lock()
 		a.timeout = timeout
 		a.sh.mu.Unlock()
@@ -132,20 +141,33 @@ func (w *Worker) CanDo(name []byte, timeout time.Duration) {
 	}
 	sh.mu.Unlock()
 	w.mu.Lock()
-	w.abilities = append(w.abilities, nil)
-	copy(w.abilities[1:], w.abilities)
-	w.abilities[0] = a
+	w.abilities = append(w.abilities, a)
 	w.mu.Unlock()
+	switch {
+	case w.byName != nil:
+		w.byName[f.name] = a
+	case len(w.abilities) >= manyAbilities:
+		w.byName = make(map[string]*ability, len(w.abilities))
+		for _, a := range w.abilities {
+			w.byName[a.fn.name] = a
+		}
+	}
 }
 
 // CantDo unregisters a function.
 func (w *Worker) CantDo(name []byte) {
-	if i := w.find(name); i >= 0 {
-		w.drop(w.abilities[i])
-		w.mu.Lock()
-		w.abilities = append(w.abilities[:i], w.abilities[i+1:]...)
-		w.mu.Unlock()
+	a := w.find(name)
+	if a == nil {
+		return
 	}
+	w.drop(a)
+	if w.byName != nil {
+		delete(w.byName, a.fn.name)
+	}
+	i := slices.Index(w.abilities, a)
+	w.mu.Lock()
+	w.abilities = slices.Delete(w.abilities, i, i+1)
+	w.mu.Unlock()
 }
 
 // Reset unregisters every function.
@@ -157,12 +179,14 @@ func (w *Worker) Reset() {
 	clear(w.abilities)
 	w.abilities = w.abilities[:0]
 	w.mu.Unlock()
+	w.byName = nil
 }
 
 func (w *Worker) drop(a *ability) {
 	a.sh.mu.Lock()
 	a.fn.workers--
 	a.fn.sleepers.remove(a)
+	a.sh.settle(a.fn)
 	a.sh.mu.Unlock()
 }
 
@@ -171,7 +195,8 @@ func (w *Worker) drop(a *ability) {
 // worker closes.
 func (w *Worker) Grab() *Job {
 	w.state.Store(awake)
-	for i, a := range w.abilities {
+	for i := len(w.abilities) - 1; i >= 0; i-- {
+		a := w.abilities[i]
 		sh := a.sh
 		sh.mu.Lock()
 		j := a.fn.pop()
@@ -183,14 +208,15 @@ func (w *Worker) Grab() *Job {
 		j.worker = w
 		a.fn.running++
 		if a.timeout > 0 {
-			sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(time.Now().Add(a.timeout)))
+			sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(w.s.clock.Now().Add(a.timeout)))
 		}
 		w.hold(j)
 		sh.mu.Unlock()
 		if w.s.rr && len(w.abilities) > 1 {
+			// Tried last next time.
 			w.mu.Lock()
-			copy(w.abilities[i:], w.abilities[i+1:])
-			w.abilities[len(w.abilities)-1] = a
+			copy(w.abilities[1:i+1], w.abilities[:i])
+			w.abilities[0] = a
 			w.mu.Unlock()
 		}
 		return j
