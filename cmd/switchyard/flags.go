@@ -53,6 +53,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 const (
@@ -71,32 +72,33 @@ var defaultConfigFile = "/etc/gearmand.conf"
 
 // options is the parsed command line and configuration file.
 type options struct {
-	Port              string   // -p/--port, default "4730", normalised to a decimal number; env GEARMAND_PORT overrides the default
-	Listen            string   // -L/--listen, "" = all addresses
-	Threads           int      // -t/--threads, 0 = one event loop per core
-	JobRetries        int      // -j/--job-retries, 0 = unlimited
-	WorkerWakeup      int      // -w/--worker-wakeup, 0 = all
-	RoundRobin        bool     // -R/--round-robin
-	JobHandlePrefix   string   // --job-handle-prefix, "" = "H:<hostname>"
-	Exceptions        bool     // --exceptions
-	LogFile           string   // -l/--log-file: a path, "stderr" or "none" (both exact, lower case); default "stderr"; "" becomes "none"
-	PidFile           string   // -P/--pid-file, "" = none
-	Daemon            bool     // -d/--daemon
-	Verbose           string   // --verbose, upper case: FATAL ALERT CRITICAL ERROR WARNING NOTICE INFO DEBUG
-	Version           bool     // -V/--version
-	Help              bool     // -h/--help
-	Backlog           int      // -b/--backlog, default 32
-	Keepalive         bool     // --keepalive
-	KeepaliveIdle     int      // --keepalive-idle, seconds; -1 (default) = the system's
-	KeepaliveInterval int      // --keepalive-interval, seconds; -1 (default) = the system's
-	KeepaliveCount    int      // --keepalive-count; -1 (default) = the system's
-	User              string   // -u/--user
-	QueueType         string   // -q/--queue-type, always "builtin" (anything else is an error)
-	ConfigFile        string   // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
-	FileDescriptors   int      // -f/--file-descriptors, 0 = leave the limit alone
-	MaxPacket         int64    // --max-packet (ours), default 64 MiB
-	Warnings          []string // one line per accepted but ignored option or word, for main to log
-	CheckArgs         bool     // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
+	Port              string        // -p/--port, default "4730", normalised to a decimal number; env GEARMAND_PORT overrides the default
+	Listen            string        // -L/--listen, "" = all addresses
+	Threads           int           // -t/--threads, 0 = one event loop per core
+	JobRetries        int           // -j/--job-retries, 0 = unlimited
+	WorkerWakeup      int           // -w/--worker-wakeup, 0 = all
+	RoundRobin        bool          // -R/--round-robin
+	JobHandlePrefix   string        // --job-handle-prefix, "" = "H:<hostname>"
+	Exceptions        bool          // --exceptions
+	LogFile           string        // -l/--log-file: a path, "stderr" or "none" (both exact, lower case); default "stderr"; "" becomes "none"
+	PidFile           string        // -P/--pid-file, "" = none
+	Daemon            bool          // -d/--daemon
+	Verbose           string        // --verbose, upper case: FATAL ALERT CRITICAL ERROR WARNING NOTICE INFO DEBUG
+	Version           bool          // -V/--version
+	Help              bool          // -h/--help
+	Backlog           int           // -b/--backlog, default 32
+	Keepalive         bool          // --keepalive
+	KeepaliveIdle     int           // --keepalive-idle, seconds; -1 (default) = the system's
+	KeepaliveInterval int           // --keepalive-interval, seconds; -1 (default) = the system's
+	KeepaliveCount    int           // --keepalive-count; -1 (default) = the system's
+	User              string        // -u/--user
+	QueueType         string        // -q/--queue-type, always "builtin" (anything else is an error)
+	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
+	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
+	MaxPacket         int64         // --max-packet (ours), default 64 MiB
+	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
+	Warnings          []string      // one line per accepted but ignored option or word, for main to log
+	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
 
 // usageError is returned for anything the user got wrong on the command line
@@ -247,6 +249,9 @@ var optTable = []*optDef{
 	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
 		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",
 		set:  setMaxPacket},
+	{long: "function-ttl", value: true, dflt: "1h", group: gGeneral,
+		help: "Forget a function that has had no job, no worker and no admin setting (create function, maxqueue) for this long: seconds, or a duration such as 90s, 10m, 1h. 0 keeps every function, as gearmand does. switchyard only.",
+		set:  setFunctionTTL},
 	{long: "check-args", hidden: true,
 		set: setBool(func(o *options) *bool { return &o.CheckArgs })},
 
@@ -386,6 +391,23 @@ func setMaxPacket(s *parseState, v string) error {
 	s.o.MaxPacket = n
 	return nil
 }
+
+func setFunctionTTL(s *parseState, v string) error {
+	d, err := time.ParseDuration(v)
+	if n, ok := parseDecimal(v); ok {
+		d, err = time.Duration(n)*time.Second, nil
+		if n > int64(maxDuration/time.Second) {
+			err = errInvalid
+		}
+	}
+	if err != nil || d < 0 {
+		return usagef("the argument ('%s') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)", v)
+	}
+	s.o.FunctionTTL = d
+	return nil
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
 
 // parseDecimal parses an integer as boost's lexical_cast does: an optional
 // sign, then decimal digits only (no spaces, no hexadecimal).
@@ -707,6 +729,7 @@ func defaultOptions() *options {
 		QueueType:         defaultQueueType,
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
+		FunctionTTL:       time.Hour,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // isolate points the default configuration file at a path that does not
@@ -199,6 +200,10 @@ func TestParseArgs(t *testing.T) {
 		{"--max-packet 4G", []string{"--max-packet", "4g"}, nil, want(func(o *options) { o.MaxPacket = 4 << 30 })},
 		{"--max-packet 1", []string{"--max-packet", "1"}, nil, want(func(o *options) { o.MaxPacket = 1 })},
 
+		{"--function-ttl seconds", []string{"--function-ttl", "90"}, nil, want(func(o *options) { o.FunctionTTL = 90 * time.Second })},
+		{"--function-ttl=duration", []string{"--function-ttl=10m"}, nil, want(func(o *options) { o.FunctionTTL = 10 * time.Minute })},
+		{"--function-ttl 0 keeps all", []string{"--function-ttl", "0"}, nil, want(func(o *options) { o.FunctionTTL = 0 })},
+
 		// Grouped short options, as boost allows.
 		{"-dR", []string{"-dR"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
 		{"-Rd", []string{"-Rd"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
@@ -373,6 +378,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--hashtable-buckets", "-1"}, nil, "the argument ('-1') for option '--hashtable-buckets' is invalid"},
 		{[]string{"--hashtable-buckets", "0"}, nil, "hashtable-buckets has to be greater than 0"},
 		{[]string{"--mysql-port", "abc"}, nil, "the argument ('abc') for option '--mysql-port' is invalid"},
+		{[]string{"--function-ttl", "-1"}, nil, "the argument ('-1') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
+		{[]string{"--function-ttl", "soon"}, nil, "the argument ('soon') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
+		{[]string{"--function-ttl", "99999999999999999"}, nil, "the argument ('99999999999999999') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
 		{[]string{"--max-packet", "0"}, nil, "the argument ('0') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
 		{[]string{"--max-packet", "5X"}, nil, "the argument ('5X') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
 		{[]string{"--max-packet", "K"}, nil, "the argument ('K') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},

@@ -78,7 +78,7 @@ func run(args []string) int {
 	}
 
 	s := sched.New(sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		Release: gearman.ReleasePayload})
+		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload})
 	defer s.Close()
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
