@@ -11,11 +11,14 @@ import (
 // stays at its peak for minutes. gearmand users know that pain; returning
 // the memory once the queue is mostly gone is cheap by comparison.
 
-// drainWatch decides when to give memory back: after the live job count
-// has fallen to an eighth of a peak of at least minPeak jobs.
+// drainWatch decides when to give memory back after a peak of at least
+// minPeak live jobs: once the count has fallen to an eighth of the peak, and
+// again when it reaches zero, because the scheduler drops some indexes
+// (a function's unique index) only once they are empty.
 type drainWatch struct {
 	minPeak int
 	peak    int
+	early   bool // freed at an eighth of this peak already
 }
 
 // observe takes the current job count and reports whether to free memory.
@@ -23,8 +26,14 @@ func (d *drainWatch) observe(n int) bool {
 	if n > d.peak {
 		d.peak = n
 	}
-	if d.peak >= d.minPeak && n <= d.peak/8 {
-		d.peak = 0 // once per drain: the next peak starts from here
+	switch {
+	case d.peak < d.minPeak:
+		return false
+	case n == 0:
+		d.peak, d.early = 0, false // the next peak starts from here
+		return true
+	case n <= d.peak/8 && !d.early:
+		d.early = true
 		return true
 	}
 	return false

@@ -9,8 +9,10 @@ func TestDrainWatch(t *testing.T) {
 		frees  []bool
 	}{
 		{"small queues never", []int{10, 50_000, 0}, []bool{false, false, false}},
-		{"drain of a large queue", []int{0, 400_000, 1_000_000, 600_000, 125_000, 10}, []bool{false, false, false, false, true, false}},
-		{"once per drain, again after a new peak", []int{200_000, 0, 0, 300_000, 1000}, []bool{false, true, false, false, true}},
+		{"drain of a large queue", []int{0, 400_000, 1_000_000, 600_000, 125_000, 10, 0, 0}, []bool{false, false, false, false, true, false, true, false}},
+		{"straight to empty", []int{200_000, 0, 0}, []bool{false, true, false}},
+		{"again after a new peak", []int{200_000, 0, 0, 300_000, 1000, 0}, []bool{false, true, false, false, true, true}},
+		{"a queue that never empties", []int{800_000, 90_000, 100_000, 50_000, 1}, []bool{false, true, false, false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
