@@ -26,6 +26,15 @@
 //   - Timers: a run timeout (CAN_DO_TIMEOUT) requeues a job as a retry; a
 //     delayed job (SUBMIT_JOB_EPOCH) enters its list when due and wakes
 //     sleepers. One ticker (or the caller, via Advance) drives every wheel.
+//     Time comes from a Clock: timers run on its monotonic Now, and a
+//     requested unix time is turned into a due tick once, at submit, so a
+//     wall-clock step later moves nothing.
+//   - A job with no listener is background: it runs whoever leaves. A
+//     background submit that coalesces with a foreground job makes it
+//     background too, since that submitter was told it exists.
+//   - Memory is bounded by what is live: a function with no job, no worker
+//     and no admin setting is forgotten after Config.FunctionTTL
+//     (ForgetIdle), and emptied indexes that grew large are dropped.
 //   - A Store sees every job that must survive a restart (one with no
 //     listener): Save before the submit is acknowledged, Delete when it ends.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
