@@ -153,3 +153,43 @@ func TestMemoryComesBack(t *testing.T) {
 		})
 	}
 }
+
+// Functions come and go while the sweeper forgets idle ones as fast as it
+// can: no job is lost and no worker loses a function it registered.
+func TestForgetIdleConcurrent(t *testing.T) {
+	s := New(Config{Shards: 2, Tick: time.Millisecond, FunctionTTL: time.Nanosecond})
+	defer s.Close()
+	const rounds = 2000
+	names := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	done := make(chan int, len(names))
+	for _, name := range names {
+		go func(name []byte) {
+			c := s.NewClient(&recorder{})
+			w := s.NewWorker(&waker{})
+			ran := 0
+			for i := 0; i < rounds; i++ {
+				w.CanDo(name, 0)
+				if _, err := c.Submit(&SubmitReq{Func: name, Background: true}); err != nil {
+					panic(err)
+				}
+				j := w.Grab()
+				if j == nil {
+					break
+				}
+				w.Update(j.ID(), &Update{Kind: Complete})
+				ran++
+				w.CantDo(name)
+				s.ForgetIdle(time.Now())
+			}
+			done <- ran
+		}(name)
+	}
+	for range names {
+		if ran := <-done; ran != rounds {
+			t.Fatalf("ran %d of %d jobs", ran, rounds)
+		}
+	}
+	if s.Len() != 0 {
+		t.Fatalf("%d jobs left", s.Len())
+	}
+}
