@@ -2,8 +2,9 @@ package gearman
 
 import (
 	"bytes"
+	"cmp"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 
 	codec "switchyard/codec/gearman"
@@ -171,16 +172,26 @@ func (s *Server) appendWorkers(dst []byte) []byte {
 	return append(dst, ".\n"...)
 }
 
+// funcLine is one line of "status": the function and its bucket.
+type funcLine struct {
+	sched.FuncStat
+	bucket uint32
+}
+
 // appendStatus writes "status" (FUNC TOTAL RUNNING WORKERS) or
 // "prioritystatus" (FUNC HIGH NORMAL LOW WORKERS) in gearmand's order.
 func (s *Server) appendStatus(dst []byte, byPriority bool) []byte {
-	fs := s.sched.Funcs()
-	sort.SliceStable(fs, func(a, b int) bool {
-		ba, bb := bucket(fs[a].Name), bucket(fs[b].Name)
-		if ba != bb {
-			return ba < bb
+	fs := make([]funcLine, 0, s.sched.NumFuncs())
+	s.sched.FuncsChunked(func(c []sched.FuncStat) {
+		for _, f := range c {
+			fs = append(fs, funcLine{FuncStat: f, bucket: bucket(f.Name)})
 		}
-		return fs[a].Seq > fs[b].Seq // newest first within a bucket
+	})
+	slices.SortFunc(fs, func(a, b funcLine) int {
+		if a.bucket != b.bucket {
+			return cmp.Compare(a.bucket, b.bucket)
+		}
+		return cmp.Compare(b.Seq, a.Seq) // newest first within a bucket
 	})
 	for _, f := range fs {
 		dst = append(dst, f.Name...)
@@ -202,34 +213,55 @@ func (s *Server) appendStatus(dst []byte, byPriority bool) []byte {
 	return append(dst, ".\n"...)
 }
 
+// jobLine is one line of a job listing and what it sorts by.
+type jobLine struct {
+	id      uint64
+	unique  string // "show unique jobs" only
+	bucket  uint32
+	retries uint32
+	bg      bool
+}
+
 // appendJobs writes "show jobs" (HANDLE RETRIES IGNORED PERSISTED) or
 // "show unique jobs" (one unique per line).
 func (s *Server) appendJobs(dst []byte, unique bool) []byte {
-	jobs := s.sched.Jobs()
-	key := func(j sched.JobInfo) string {
-		if unique {
-			return j.Unique
+	js := make([]jobLine, 0, s.sched.Len())
+	// Every handle starts with the same prefix: hash it once, and per job
+	// only the digits that follow.
+	prefix := hashString(0, s.handles.prefix)
+	var digits [20]byte
+	s.sched.JobsChunked(func(c []sched.JobInfo) {
+		for _, j := range c {
+			l := jobLine{id: j.ID, retries: j.Retries, bg: j.Background}
+			if unique {
+				l.unique = j.Unique
+				l.bucket = bucket(j.Unique)
+			} else {
+				l.bucket = hashBucket(hashString(prefix, strconv.AppendUint(digits[:0], j.ID, 10)))
+			}
+			js = append(js, l)
 		}
-		return string(s.handles.append(nil, j.ID))
-	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		ba, bb := bucket(key(jobs[a])), bucket(key(jobs[b]))
-		if ba != bb {
-			return ba < bb
-		}
-		return jobs[a].ID > jobs[b].ID
 	})
-	for _, j := range jobs {
+	slices.SortFunc(js, func(a, b jobLine) int {
+		if a.bucket != b.bucket {
+			return cmp.Compare(a.bucket, b.bucket)
+		}
+		return cmp.Compare(b.id, a.id) // newest first within a bucket
+	})
+	if !unique {
+		dst = slices.Grow(dst, len(js)*(len(s.handles.prefix)+16))
+	}
+	for _, j := range js {
 		if unique {
-			dst = append(dst, j.Unique...)
+			dst = append(dst, j.unique...)
 			dst = append(dst, '\n')
 			continue
 		}
-		dst = s.handles.append(dst, j.ID)
+		dst = s.handles.append(dst, j.id)
 		dst = append(dst, '\t')
-		dst = strconv.AppendUint(dst, uint64(j.Retries), 10)
+		dst = strconv.AppendUint(dst, uint64(j.retries), 10)
 		dst = append(dst, "\t0\t"...)
-		dst = append(dst, boolDigit(j.Background))
+		dst = append(dst, boolDigit(j.bg))
 		dst = append(dst, '\n')
 	}
 	return append(dst, ".\n"...)
@@ -238,13 +270,20 @@ func (s *Server) appendJobs(dst []byte, unique bool) []byte {
 // bucket is where gearmand's 991-bucket hash table puts a name (Jenkins'
 // one-at-a-time hash over signed chars); its listings follow bucket order,
 // and scripts that diff admin output expect the same order from us.
-func bucket(name string) uint32 {
-	var v int32
-	for i := 0; i < len(name); i++ {
-		v += int32(int8(name[i]))
+func bucket(name string) uint32 { return hashBucket(hashString(0, name)) }
+
+// hashString goes on with the one-at-a-time hash v over b.
+func hashString[T string | []byte](v int32, b T) int32 {
+	for i := 0; i < len(b); i++ {
+		v += int32(int8(b[i]))
 		v += v << 10
 		v ^= v >> 6
 	}
+	return v
+}
+
+// hashBucket finishes the hash v and picks its bucket.
+func hashBucket(v int32) uint32 {
 	v += v << 3
 	v ^= v >> 11
 	v += v << 15

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -113,5 +114,88 @@ func TestAdminShutdown(t *testing.T) {
 	}
 	if !<-got {
 		t.Fatal("not graceful")
+	}
+}
+
+// TestBigListingsOrder checks the listings of many jobs and functions, over
+// every shard and several chunks, against the plainest statement of
+// gearmand's order: sort by the bucket of the printed key, then newest first.
+func TestBigListingsOrder(t *testing.T) {
+	s := sched.New(sched.Config{Tick: -1, Shards: 4})
+	t.Cleanup(s.Close)
+	srv := New(Config{HandlePrefix: "H:big"}, s, nil)
+	c := s.NewClient(nopListener{})
+	for i := 0; i < 20_000; i++ {
+		unique := ""
+		if i%3 != 0 {
+			unique = fmt.Sprint("u", i)
+		}
+		r := sched.SubmitReq{Func: fmt.Appendf(nil, "f%d", i%5), Unique: []byte(unique), Payload: []byte("x"), Background: i%2 == 0}
+		if _, err := c.Submit(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10_000; i++ {
+		s.CreateFunc(fmt.Appendf(nil, "fn%d", i))
+	}
+
+	jobs := s.Jobs()
+	refJobs := func(unique bool) string {
+		key := func(j sched.JobInfo) string {
+			if unique {
+				return j.Unique
+			}
+			return string(srv.handles.append(nil, j.ID))
+		}
+		sort.SliceStable(jobs, func(a, b int) bool {
+			ba, bb := bucket(key(jobs[a])), bucket(key(jobs[b]))
+			if ba != bb {
+				return ba < bb
+			}
+			return jobs[a].ID > jobs[b].ID
+		})
+		var b strings.Builder
+		for _, j := range jobs {
+			if unique {
+				fmt.Fprintf(&b, "%s\n", j.Unique)
+			} else {
+				fmt.Fprintf(&b, "%s\t%d\t0\t%c\n", key(j), j.Retries, boolDigit(j.Background))
+			}
+		}
+		return b.String() + ".\n"
+	}
+	fs := s.Funcs()
+	sort.SliceStable(fs, func(a, b int) bool {
+		ba, bb := bucket(fs[a].Name), bucket(fs[b].Name)
+		if ba != bb {
+			return ba < bb
+		}
+		return fs[a].Seq > fs[b].Seq
+	})
+	refStatus := func(byPriority bool) string {
+		var b strings.Builder
+		for _, f := range fs {
+			if byPriority {
+				fmt.Fprintf(&b, "%s\t%d\t%d\t%d\t%d\n", f.Name, f.Queued[0], f.Queued[1], f.Queued[2], f.Workers)
+			} else {
+				fmt.Fprintf(&b, "%s\t%d\t%d\t%d\n", f.Name, f.Total(), f.Running, f.Workers)
+			}
+		}
+		return b.String() + ".\n"
+	}
+
+	tests := []struct {
+		name      string
+		got, want string
+	}{
+		{"show jobs", string(srv.appendJobs(nil, false)), refJobs(false)},
+		{"show unique jobs", string(srv.appendJobs(nil, true)), refJobs(true)},
+		{"status", string(srv.appendStatus(nil, false)), refStatus(false)},
+		{"prioritystatus", string(srv.appendStatus(nil, true)), refStatus(true)},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %d bytes differ from the reference's %d", tt.name, len(tt.got), len(tt.want))
+		}
 	}
 }

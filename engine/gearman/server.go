@@ -3,13 +3,14 @@
 package gearman
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,7 +227,7 @@ func (s *Server) snapshot() []*conn {
 		out = append(out, c)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].fd < out[j].fd })
+	slices.SortFunc(out, func(a, b *conn) int { return cmp.Compare(a.fd, b.fd) })
 	return out
 }
 
