@@ -37,17 +37,17 @@ func (cn *conn) admin(p *codec.Packet) {
 	cmd := word(0)
 	switch {
 	case is(cmd, "workers"):
-		cn.out = cn.srv.appendWorkers(cn.out)
+		cn.list(listWorkers)
 	case is(cmd, "status"):
-		cn.out = cn.srv.appendStatus(cn.out, false)
+		cn.list(listStatus)
 	case is(cmd, "prioritystatus"):
-		cn.out = cn.srv.appendStatus(cn.out, true)
+		cn.list(listPriority)
 	case is(cmd, "show") && len(w) > 1:
 		switch {
 		case len(w) == 2 && is(w[1], "jobs"):
-			cn.out = cn.srv.appendJobs(cn.out, false)
+			cn.list(listJobs)
 		case len(w) == 3 && is(w[1], "unique") && is(w[2], "jobs"):
-			cn.out = cn.srv.appendJobs(cn.out, true)
+			cn.list(listUnique)
 		default:
 			cn.out = append(cn.out, errShowArgs...)
 		}
@@ -141,6 +141,83 @@ func atoi(b []byte) int {
 		return 0
 	}
 	return n
+}
+
+// listing is an admin command that lists something the size of the server.
+type listing uint8
+
+const (
+	listWorkers listing = iota
+	listStatus
+	listPriority
+	listJobs
+	listUnique
+)
+
+// inlineLines is the largest listing answered on the event loop, in under
+// a millisecond; larger ones are built on a goroutine of their own so that
+// the loop's other connections do not wait. Small ones stay inline for the
+// clients that half-close after their command (ncat, nc -N, socat): gnet
+// closes a connection at EOF, before a goroutine's answer could be
+// written, where gearmand answers first.
+const inlineLines = 2048
+
+// list answers a listing command: at once if it is small, else from a
+// goroutine. Meanwhile the connection reads no further commands (see
+// parse), so pipelined commands are answered after the listing, in order;
+// the replies before it were written at the end of this event, and
+// traffic writes the listing once it is delivered.
+func (cn *conn) list(l listing) {
+	s := cn.srv
+	inline := inlineLines
+	h := s.hooks.Load()
+	if h != nil {
+		inline = h.inline
+	}
+	if s.lines(l) <= inline {
+		cn.out = s.appendListing(cn.out, l)
+		return
+	}
+	cn.paused = true
+	go func() {
+		if h != nil && h.building != nil {
+			h.building()
+		}
+		b := s.appendListing(nil, l)
+		if cn.openOutbox() { // else the connection is gone: drop it
+			cn.listed = b
+			cn.sendOutbox()
+		}
+	}()
+}
+
+// listHooks let tests steer listings (Server.hooks).
+type listHooks struct {
+	inline   int    // replaces inlineLines
+	building func() // runs on a listing's goroutine before it builds
+}
+
+// lines is about how many lines l's reply has: what it costs to build.
+func (s *Server) lines(l listing) int {
+	switch l {
+	case listWorkers:
+		return s.Conns()
+	case listStatus, listPriority:
+		return s.sched.NumFuncs()
+	default:
+		return s.sched.Len()
+	}
+}
+
+func (s *Server) appendListing(dst []byte, l listing) []byte {
+	switch l {
+	case listWorkers:
+		return s.appendWorkers(dst)
+	case listStatus, listPriority:
+		return s.appendStatus(dst, l == listPriority)
+	default:
+		return s.appendJobs(dst, l == listUnique)
+	}
 }
 
 // appendWorkers lists every connection, newest first as gearmand does with

@@ -2,11 +2,13 @@ package gearman
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	codec "switchyard/codec/gearman"
 	"switchyard/sched"
@@ -22,9 +24,23 @@ func TestBucketMatchesGearmand(t *testing.T) {
 }
 
 // TestAdminReplies checks every text command against gearmand 1.1.20's
-// bytes, including its line endings.
+// bytes, including its line endings, with listings built on the event loop
+// and off it.
 func TestAdminReplies(t *testing.T) {
-	addr, _ := startServer(t, Config{Verbose: "INFO"}, sched.Config{})
+	for _, tt := range []struct {
+		name  string
+		hooks *listHooks
+	}{
+		{"inline", nil},
+		{"off the loop", &listHooks{inline: -1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testAdminReplies(t, tt.hooks) })
+	}
+}
+
+func testAdminReplies(t *testing.T, hooks *listHooks) {
+	addr, srv := startServer(t, Config{Verbose: "INFO"}, sched.Config{})
+	srv.hooks.Store(hooks)
 	w := dial(t, addr)
 	w.send(req(codec.SetClientID, "wid1"), req(codec.CanDo, "fa"), req(codec.CanDo, "fb"), req(codec.EchoReq, "s"))
 	w.expect(res(codec.EchoRes, "s"))
@@ -198,4 +214,83 @@ func TestBigListingsOrder(t *testing.T) {
 			t.Errorf("%s: %d bytes differ from the reference's %d", tt.name, len(tt.got), len(tt.want))
 		}
 	}
+}
+
+// TestListingOffLoop: while a listing is being built, the other
+// connections of its loop are served, and the commands pipelined after it
+// on its own connection wait for it and are then answered in order. The
+// listing's goroutine is held in its hook, so nothing depends on timing;
+// built on the loop, as before, b's ECHO would never come back.
+func TestListingOffLoop(t *testing.T) {
+	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	srv.hooks.Store(&listHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
+	a, b := dial(t, addr), dial(t, addr)
+	// Both on the one loop, and a's replies before the listing come first.
+	a.send(req(codec.SubmitJobBg, "f", "", "x"), []byte("show jobs\r\nstatus\r\nversion\r\n"), req(codec.EchoReq, "after"))
+	h := a.handle()
+	for _, want := range []string{h + "\t0\t0\t1\n.\n", "f\t1\t0\t0\n.\n"} {
+		<-started
+		b.send(req(codec.EchoReq, "loop is free"))
+		b.expect(res(codec.EchoRes, "loop is free"))
+		release <- struct{}{}
+		if got := a.listing(); got != want {
+			t.Fatalf("listing %q, want %q", got, want)
+		}
+	}
+	if got := a.line(); got != "OK 0.0.0-test\n" {
+		t.Fatalf("after the listings: %q", got)
+	}
+	a.expect(res(codec.EchoRes, "after"))
+	// Nothing was left waiting in the buffer, and a is still served.
+	a.send([]byte("version\r\n"))
+	if got := a.line(); got != "OK 0.0.0-test\n" {
+		t.Fatalf("version %q", got)
+	}
+}
+
+// TestListingConnGone: a listing whose connection closed while it was
+// being built is dropped, and the loop goes on.
+func TestListingConnGone(t *testing.T) {
+	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	srv.hooks.Store(&listHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
+	b := dial(t, addr)
+	a := dial(t, addr)
+	a.send([]byte("workers\r\nversion\r\n"))
+	<-started
+	a.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Conns() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want only b", srv.Conns())
+		}
+		b.send(req(codec.EchoReq, "poll"))
+		b.expect(res(codec.EchoRes, "poll"))
+	}
+	close(release) // the goroutine finds a closed, and drops the listing
+	srv.hooks.Store(nil)
+	b.send([]byte("workers\r\n"))
+	if got := b.listing(); !regexp.MustCompile(`^\d+ 127\.0\.0\.1 - :\n\.\n$`).MatchString(got) {
+		t.Fatalf("workers %q", got)
+	}
+}
+
+// TestListingHalfClose: a client that sends its commands and half-closes,
+// as ncat and nc -N do, still gets small listings: gnet closes the
+// connection at EOF, so they must be answered in the same event.
+func TestListingHalfClose(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJobBg, "f", "u", "x"))
+	c.handle()
+	a := dial(t, addr)
+	a.send([]byte("status\nshow unique jobs\n"))
+	a.c.(*net.TCPConn).CloseWrite()
+	for _, want := range []string{"f\t1\t0\t0\n.\n", "u\n.\n"} {
+		if got := a.listing(); got != want {
+			t.Fatalf("listing %q, want %q", got, want)
+		}
+	}
+	a.closed()
 }

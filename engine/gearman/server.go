@@ -69,6 +69,7 @@ type Server struct {
 	conns map[*conn]struct{}
 	loops map[gnet.EventLoop]*loop
 	wakes atomic.Int64 // cross-goroutine hand-offs that cost a gnet wake
+	hooks atomic.Pointer[listHooks]
 }
 
 // New prepares a server; Start binds and runs it.
