@@ -1,6 +1,9 @@
 package sched
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // JobStatus answers GET_STATUS.
 type JobStatus struct {
@@ -60,27 +63,71 @@ func (f FuncStat) Total() int {
 	return f.Queued[0] + f.Queued[1] + f.Queued[2] + f.Delayed + f.Running
 }
 
-// Funcs snapshots every known function, in creation order.
-func (s *Sched) Funcs() []FuncStat {
-	var out []FuncStat
+// chunk bounds the work a listing does per hold of a shard's lock: table
+// slots looked at, or functions copied. A hold is then a few hundred
+// microseconds at most, so a listing of millions of jobs never makes that
+// shard's submits and grabs wait longer than that.
+const chunk = 4096
+
+// FuncsChunked hands fn every known function, a chunk at a time. A chunk
+// is copied under a short hold of its shard's lock and fn runs with no lock
+// held; the slice is reused once fn returns. Functions created or dropped
+// meanwhile may or may not be seen, and none is seen twice.
+func (s *Sched) FuncsChunked(fn func([]FuncStat)) {
+	buf := make([]FuncStat, 0, chunk)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for _, f := range sh.funcs {
-			out = append(out, FuncStat{
-				Name:     f.name,
-				Seq:      f.seq,
-				Queued:   [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
-				Delayed:  f.delayed,
-				Running:  f.running,
-				Workers:  f.workers,
-				MaxQueue: f.maxQueue,
-			})
+			buf = append(buf, statOf(f))
+			if len(buf) == chunk {
+				// Let the shard's traffic in. A range over a map may go on
+				// after the map changed: what was added may be missed,
+				// what was deleted before being reached is, and nothing
+				// comes twice.
+				sh.mu.Unlock()
+				fn(buf)
+				buf = buf[:0]
+				sh.mu.Lock()
+			}
 		}
 		sh.mu.Unlock()
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Seq < out[b].Seq })
+	if len(buf) > 0 {
+		fn(buf)
+	}
+}
+
+func statOf(f *function) FuncStat {
+	return FuncStat{
+		Name:     f.name,
+		Seq:      f.seq,
+		Queued:   [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
+		Delayed:  f.delayed,
+		Running:  f.running,
+		Workers:  f.workers,
+		MaxQueue: f.maxQueue,
+	}
+}
+
+// Funcs snapshots every known function, in creation order.
+func (s *Sched) Funcs() []FuncStat {
+	var out []FuncStat
+	s.FuncsChunked(func(c []FuncStat) { out = append(out, c...) })
+	slices.SortFunc(out, func(a, b FuncStat) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out
+}
+
+// NumFuncs is the number of known functions.
+func (s *Sched) NumFuncs() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.funcs)
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // JobInfo is one job's line in the admin job listings.
@@ -94,19 +141,38 @@ type JobInfo struct {
 	Clients    int
 }
 
-// Jobs snapshots every live job, in id order within each shard.
-func (s *Sched) Jobs() []JobInfo {
-	var out []JobInfo
+// JobsChunked hands fn every live job, a chunk at a time, in id order
+// within each shard. A chunk is copied under a short hold of its shard's
+// lock (see chunk) and fn runs with no lock held; the slice is reused once
+// fn returns. Jobs submitted or ended meanwhile may or may not be seen, and
+// none is seen twice.
+func (s *Sched) JobsChunked(fn func([]JobInfo)) {
+	buf := make([]JobInfo, 0, chunk)
+	add := func(j *Job) { buf = append(buf, infoOf(j)) }
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.jobs.each(func(j *Job) {
-			out = append(out, JobInfo{ID: j.id, Func: j.fn.name, Unique: j.unique, Retries: j.retries,
-				Running: j.state == stateRunning, Background: j.background, Clients: int(j.nlisteners)})
-		})
-		sh.mu.Unlock()
+		for seq, done := uint64(0), false; !done; {
+			sh.mu.Lock()
+			seq, done = sh.jobs.walk(seq, chunk, add)
+			sh.mu.Unlock()
+			if len(buf) > 0 {
+				fn(buf)
+				buf = buf[:0]
+			}
+		}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+}
+
+func infoOf(j *Job) JobInfo {
+	return JobInfo{ID: j.id, Func: j.fn.name, Unique: j.unique, Retries: j.retries,
+		Running: j.state == stateRunning, Background: j.background, Clients: int(j.nlisteners)}
+}
+
+// Jobs snapshots every live job, in id order.
+func (s *Sched) Jobs() []JobInfo {
+	var out []JobInfo
+	s.JobsChunked(func(c []JobInfo) { out = append(out, c...) })
+	slices.SortFunc(out, func(a, b JobInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -90,16 +90,31 @@ func (t *jobTable) remove(seq, last uint64) {
 	}
 }
 
-// each calls fn for every live job in sequence order.
-func (t *jobTable) each(fn func(*Job)) {
-	for _, p := range t.pages {
+// walk calls fn for the live jobs numbered seq or more, in order, looking
+// at no more than limit slots, and returns the number to resume from; done
+// says the walk reached the end of the table. A listing walks a shard a
+// bounded step per hold of its lock; between steps the table may change,
+// and the walk resumes by number, whatever pages came and went.
+func (t *jobTable) walk(seq uint64, limit int, fn func(*Job)) (next uint64, done bool) {
+	if pn := seq >> pageBits; pn < t.base {
+		seq = t.base << pageBits
+	}
+	for i := seq>>pageBits - t.base; i < uint64(len(t.pages)); i++ {
+		p := t.pages[i]
 		if p == nil {
+			seq = (t.base + i + 1) << pageBits
 			continue
 		}
-		for _, j := range p.slots {
-			if j != nil {
+		for k := seq & (pageSize - 1); k < pageSize; k++ {
+			if limit == 0 {
+				return seq, false
+			}
+			limit--
+			if j := p.slots[k]; j != nil {
 				fn(j)
 			}
+			seq++
 		}
 	}
+	return seq, true
 }

@@ -25,17 +25,14 @@ func TestJobTable(t *testing.T) {
 				t.Fatalf("get(%d) = %v, want %v", seq, got, jobs[seq])
 			}
 		}
-		count := 0
-		last := uint64(0)
-		tb.each(func(j *Job) {
-			if j.id <= last && count > 0 {
-				t.Fatalf("each out of order: %d after %d", j.id, last)
+		seen := walkAll(&tb, 0, 300, nil)
+		for i := 1; i < len(seen); i++ {
+			if seen[i].id <= seen[i-1].id {
+				t.Fatalf("walk out of order: %d after %d", seen[i].id, seen[i-1].id)
 			}
-			last = j.id
-			count++
-		})
-		if count != len(jobs) {
-			t.Fatalf("each saw %d, want %d", count, len(jobs))
+		}
+		if len(seen) != len(jobs) {
+			t.Fatalf("walk saw %d, want %d", len(seen), len(jobs))
 		}
 	}
 	check()
@@ -72,4 +69,79 @@ func TestJobTable(t *testing.T) {
 		jobs[seq] = j
 	}
 	check()
+}
+
+// walkAll walks tb from seq in steps of limit slots, calling between(next)
+// after each step, and returns the jobs seen.
+func walkAll(tb *jobTable, seq uint64, limit int, between func(next uint64)) []*Job {
+	var seen []*Job
+	for done := false; !done; {
+		seq, done = tb.walk(seq, limit, func(j *Job) { seen = append(seen, j) })
+		if between != nil && !done {
+			between(seq)
+		}
+	}
+	return seen
+}
+
+// A walk resumes by number however the table changed between its steps:
+// pages trimmed off the front, jobs ended ahead of it, new jobs behind and
+// ahead of it.
+func TestJobTableWalkResumes(t *testing.T) {
+	var tb jobTable
+	last := uint64(4*pageSize - 1)
+	stored := 0
+	for seq := uint64(1); seq <= last; seq++ {
+		if seq%7 == 0 {
+			continue // taken but never stored
+		}
+		tb.put(seq, &Job{id: seq})
+		stored++
+	}
+	const (
+		ended  = 2*pageSize + 1 // 2049: stored, ahead of the walk when it changes
+		behind = 7 * 147        // 1029: on page 1, never stored
+		ahead  = 4 * pageSize   // a new page
+	)
+	changed := false
+	seen := walkAll(&tb, 0, pageSize/3, func(next uint64) {
+		if changed || next < pageSize+10 {
+			return
+		}
+		if next <= behind || next > ended {
+			t.Fatalf("walk paused at %d", next)
+		}
+		changed = true
+		for seq := uint64(1); seq < pageSize; seq++ {
+			tb.remove(seq, last)
+		}
+		tb.remove(ended, last)
+		tb.put(behind, &Job{id: behind})
+		tb.put(ahead, &Job{id: ahead})
+	})
+	if !changed || tb.base == 0 {
+		t.Fatal("the table did not change under the walk")
+	}
+	ids := map[uint64]bool{}
+	for i, j := range seen {
+		if ids[j.id] {
+			t.Fatalf("job %d seen twice", j.id)
+		}
+		ids[j.id] = true
+		if i > 0 && j.id <= seen[i-1].id {
+			t.Fatalf("walk out of order: %d after %d", j.id, seen[i-1].id)
+		}
+	}
+	if len(seen) != stored || ids[ended] || ids[behind] || !ids[ahead] {
+		t.Fatalf("saw %d jobs, want %d; ended job seen %v, job behind seen %v, job ahead seen %v",
+			len(seen), stored, ids[ended], ids[behind], ids[ahead])
+	}
+	// Starting past the end, or on an empty table, is done at once.
+	if _, done := tb.walk(1<<40, 1, func(*Job) { t.Fatal("job past the end") }); !done {
+		t.Fatal("walk past the end not done")
+	}
+	var empty jobTable
+	if _, done := empty.walk(0, 1, func(*Job) { t.Fatal("job in an empty table") }); !done {
+		t.Fatal("walk of an empty table not done")
+	}
 }

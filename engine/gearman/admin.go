@@ -2,8 +2,9 @@ package gearman
 
 import (
 	"bytes"
+	"cmp"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 
 	codec "switchyard/codec/gearman"
@@ -36,17 +37,17 @@ func (cn *conn) admin(p *codec.Packet) {
 	cmd := word(0)
 	switch {
 	case is(cmd, "workers"):
-		cn.out = cn.srv.appendWorkers(cn.out)
+		cn.list(listWorkers)
 	case is(cmd, "status"):
-		cn.out = cn.srv.appendStatus(cn.out, false)
+		cn.list(listStatus)
 	case is(cmd, "prioritystatus"):
-		cn.out = cn.srv.appendStatus(cn.out, true)
+		cn.list(listPriority)
 	case is(cmd, "show") && len(w) > 1:
 		switch {
 		case len(w) == 2 && is(w[1], "jobs"):
-			cn.out = cn.srv.appendJobs(cn.out, false)
+			cn.list(listJobs)
 		case len(w) == 3 && is(w[1], "unique") && is(w[2], "jobs"):
-			cn.out = cn.srv.appendJobs(cn.out, true)
+			cn.list(listUnique)
 		default:
 			cn.out = append(cn.out, errShowArgs...)
 		}
@@ -142,6 +143,83 @@ func atoi(b []byte) int {
 	return n
 }
 
+// listing is an admin command that lists something the size of the server.
+type listing uint8
+
+const (
+	listWorkers listing = iota
+	listStatus
+	listPriority
+	listJobs
+	listUnique
+)
+
+// inlineLines is the largest listing answered on the event loop, in under
+// a millisecond; larger ones are built on a goroutine of their own so that
+// the loop's other connections do not wait. Small ones stay inline for the
+// clients that half-close after their command (ncat, nc -N, socat): gnet
+// closes a connection at EOF, before a goroutine's answer could be
+// written, where gearmand answers first.
+const inlineLines = 2048
+
+// list answers a listing command: at once if it is small, else from a
+// goroutine. Meanwhile the connection reads no further commands (see
+// parse), so pipelined commands are answered after the listing, in order;
+// the replies before it were written at the end of this event, and
+// traffic writes the listing once it is delivered.
+func (cn *conn) list(l listing) {
+	s := cn.srv
+	inline := inlineLines
+	h := s.hooks.Load()
+	if h != nil {
+		inline = h.inline
+	}
+	if s.lines(l) <= inline {
+		cn.out = s.appendListing(cn.out, l)
+		return
+	}
+	cn.paused = true
+	go func() {
+		if h != nil && h.building != nil {
+			h.building()
+		}
+		b := s.appendListing(nil, l)
+		if cn.openOutbox() { // else the connection is gone: drop it
+			cn.listed = b
+			cn.sendOutbox()
+		}
+	}()
+}
+
+// listHooks let tests steer listings (Server.hooks).
+type listHooks struct {
+	inline   int    // replaces inlineLines
+	building func() // runs on a listing's goroutine before it builds
+}
+
+// lines is about how many lines l's reply has: what it costs to build.
+func (s *Server) lines(l listing) int {
+	switch l {
+	case listWorkers:
+		return s.Conns()
+	case listStatus, listPriority:
+		return s.sched.NumFuncs()
+	default:
+		return s.sched.Len()
+	}
+}
+
+func (s *Server) appendListing(dst []byte, l listing) []byte {
+	switch l {
+	case listWorkers:
+		return s.appendWorkers(dst)
+	case listStatus, listPriority:
+		return s.appendStatus(dst, l == listPriority)
+	default:
+		return s.appendJobs(dst, l == listUnique)
+	}
+}
+
 // appendWorkers lists every connection, newest first as gearmand does with
 // one thread: "FD IP CLIENT-ID : FUNC ...".
 func (s *Server) appendWorkers(dst []byte) []byte {
@@ -171,16 +249,26 @@ func (s *Server) appendWorkers(dst []byte) []byte {
 	return append(dst, ".\n"...)
 }
 
+// funcLine is one line of "status": the function and its bucket.
+type funcLine struct {
+	sched.FuncStat
+	bucket uint32
+}
+
 // appendStatus writes "status" (FUNC TOTAL RUNNING WORKERS) or
 // "prioritystatus" (FUNC HIGH NORMAL LOW WORKERS) in gearmand's order.
 func (s *Server) appendStatus(dst []byte, byPriority bool) []byte {
-	fs := s.sched.Funcs()
-	sort.SliceStable(fs, func(a, b int) bool {
-		ba, bb := bucket(fs[a].Name), bucket(fs[b].Name)
-		if ba != bb {
-			return ba < bb
+	fs := make([]funcLine, 0, s.sched.NumFuncs())
+	s.sched.FuncsChunked(func(c []sched.FuncStat) {
+		for _, f := range c {
+			fs = append(fs, funcLine{FuncStat: f, bucket: bucket(f.Name)})
 		}
-		return fs[a].Seq > fs[b].Seq // newest first within a bucket
+	})
+	slices.SortFunc(fs, func(a, b funcLine) int {
+		if a.bucket != b.bucket {
+			return cmp.Compare(a.bucket, b.bucket)
+		}
+		return cmp.Compare(b.Seq, a.Seq) // newest first within a bucket
 	})
 	for _, f := range fs {
 		dst = append(dst, f.Name...)
@@ -202,34 +290,55 @@ func (s *Server) appendStatus(dst []byte, byPriority bool) []byte {
 	return append(dst, ".\n"...)
 }
 
+// jobLine is one line of a job listing and what it sorts by.
+type jobLine struct {
+	id      uint64
+	unique  string // "show unique jobs" only
+	bucket  uint32
+	retries uint32
+	bg      bool
+}
+
 // appendJobs writes "show jobs" (HANDLE RETRIES IGNORED PERSISTED) or
 // "show unique jobs" (one unique per line).
 func (s *Server) appendJobs(dst []byte, unique bool) []byte {
-	jobs := s.sched.Jobs()
-	key := func(j sched.JobInfo) string {
-		if unique {
-			return j.Unique
+	js := make([]jobLine, 0, s.sched.Len())
+	// Every handle starts with the same prefix: hash it once, and per job
+	// only the digits that follow.
+	prefix := hashString(0, s.handles.prefix)
+	var digits [20]byte
+	s.sched.JobsChunked(func(c []sched.JobInfo) {
+		for _, j := range c {
+			l := jobLine{id: j.ID, retries: j.Retries, bg: j.Background}
+			if unique {
+				l.unique = j.Unique
+				l.bucket = bucket(j.Unique)
+			} else {
+				l.bucket = hashBucket(hashString(prefix, strconv.AppendUint(digits[:0], j.ID, 10)))
+			}
+			js = append(js, l)
 		}
-		return string(s.handles.append(nil, j.ID))
-	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		ba, bb := bucket(key(jobs[a])), bucket(key(jobs[b]))
-		if ba != bb {
-			return ba < bb
-		}
-		return jobs[a].ID > jobs[b].ID
 	})
-	for _, j := range jobs {
+	slices.SortFunc(js, func(a, b jobLine) int {
+		if a.bucket != b.bucket {
+			return cmp.Compare(a.bucket, b.bucket)
+		}
+		return cmp.Compare(b.id, a.id) // newest first within a bucket
+	})
+	if !unique {
+		dst = slices.Grow(dst, len(js)*(len(s.handles.prefix)+16))
+	}
+	for _, j := range js {
 		if unique {
-			dst = append(dst, j.Unique...)
+			dst = append(dst, j.unique...)
 			dst = append(dst, '\n')
 			continue
 		}
-		dst = s.handles.append(dst, j.ID)
+		dst = s.handles.append(dst, j.id)
 		dst = append(dst, '\t')
-		dst = strconv.AppendUint(dst, uint64(j.Retries), 10)
+		dst = strconv.AppendUint(dst, uint64(j.retries), 10)
 		dst = append(dst, "\t0\t"...)
-		dst = append(dst, boolDigit(j.Background))
+		dst = append(dst, boolDigit(j.bg))
 		dst = append(dst, '\n')
 	}
 	return append(dst, ".\n"...)
@@ -238,13 +347,20 @@ func (s *Server) appendJobs(dst []byte, unique bool) []byte {
 // bucket is where gearmand's 991-bucket hash table puts a name (Jenkins'
 // one-at-a-time hash over signed chars); its listings follow bucket order,
 // and scripts that diff admin output expect the same order from us.
-func bucket(name string) uint32 {
-	var v int32
-	for i := 0; i < len(name); i++ {
-		v += int32(int8(name[i]))
+func bucket(name string) uint32 { return hashBucket(hashString(0, name)) }
+
+// hashString goes on with the one-at-a-time hash v over b.
+func hashString[T string | []byte](v int32, b T) int32 {
+	for i := 0; i < len(b); i++ {
+		v += int32(int8(b[i]))
 		v += v << 10
 		v ^= v >> 6
 	}
+	return v
+}
+
+// hashBucket finishes the hash v and picks its bucket.
+func hashBucket(v int32) uint32 {
 	v += v << 3
 	v ^= v >> 11
 	v += v << 15

@@ -2,10 +2,13 @@ package gearman
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	codec "switchyard/codec/gearman"
 	"switchyard/sched"
@@ -21,9 +24,23 @@ func TestBucketMatchesGearmand(t *testing.T) {
 }
 
 // TestAdminReplies checks every text command against gearmand 1.1.20's
-// bytes, including its line endings.
+// bytes, including its line endings, with listings built on the event loop
+// and off it.
 func TestAdminReplies(t *testing.T) {
-	addr, _ := startServer(t, Config{Verbose: "INFO"}, sched.Config{})
+	for _, tt := range []struct {
+		name  string
+		hooks *listHooks
+	}{
+		{"inline", nil},
+		{"off the loop", &listHooks{inline: -1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testAdminReplies(t, tt.hooks) })
+	}
+}
+
+func testAdminReplies(t *testing.T, hooks *listHooks) {
+	addr, srv := startServer(t, Config{Verbose: "INFO"}, sched.Config{})
+	srv.hooks.Store(hooks)
 	w := dial(t, addr)
 	w.send(req(codec.SetClientID, "wid1"), req(codec.CanDo, "fa"), req(codec.CanDo, "fb"), req(codec.EchoReq, "s"))
 	w.expect(res(codec.EchoRes, "s"))
@@ -114,4 +131,166 @@ func TestAdminShutdown(t *testing.T) {
 	if !<-got {
 		t.Fatal("not graceful")
 	}
+}
+
+// TestBigListingsOrder checks the listings of many jobs and functions, over
+// every shard and several chunks, against the plainest statement of
+// gearmand's order: sort by the bucket of the printed key, then newest first.
+func TestBigListingsOrder(t *testing.T) {
+	s := sched.New(sched.Config{Tick: -1, Shards: 4})
+	t.Cleanup(s.Close)
+	srv := New(Config{HandlePrefix: "H:big"}, s, nil)
+	c := s.NewClient(nopListener{})
+	for i := 0; i < 20_000; i++ {
+		unique := ""
+		if i%3 != 0 {
+			unique = fmt.Sprint("u", i)
+		}
+		r := sched.SubmitReq{Func: fmt.Appendf(nil, "f%d", i%5), Unique: []byte(unique), Payload: []byte("x"), Background: i%2 == 0}
+		if _, err := c.Submit(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10_000; i++ {
+		s.CreateFunc(fmt.Appendf(nil, "fn%d", i))
+	}
+
+	jobs := s.Jobs()
+	refJobs := func(unique bool) string {
+		key := func(j sched.JobInfo) string {
+			if unique {
+				return j.Unique
+			}
+			return string(srv.handles.append(nil, j.ID))
+		}
+		sort.SliceStable(jobs, func(a, b int) bool {
+			ba, bb := bucket(key(jobs[a])), bucket(key(jobs[b]))
+			if ba != bb {
+				return ba < bb
+			}
+			return jobs[a].ID > jobs[b].ID
+		})
+		var b strings.Builder
+		for _, j := range jobs {
+			if unique {
+				fmt.Fprintf(&b, "%s\n", j.Unique)
+			} else {
+				fmt.Fprintf(&b, "%s\t%d\t0\t%c\n", key(j), j.Retries, boolDigit(j.Background))
+			}
+		}
+		return b.String() + ".\n"
+	}
+	fs := s.Funcs()
+	sort.SliceStable(fs, func(a, b int) bool {
+		ba, bb := bucket(fs[a].Name), bucket(fs[b].Name)
+		if ba != bb {
+			return ba < bb
+		}
+		return fs[a].Seq > fs[b].Seq
+	})
+	refStatus := func(byPriority bool) string {
+		var b strings.Builder
+		for _, f := range fs {
+			if byPriority {
+				fmt.Fprintf(&b, "%s\t%d\t%d\t%d\t%d\n", f.Name, f.Queued[0], f.Queued[1], f.Queued[2], f.Workers)
+			} else {
+				fmt.Fprintf(&b, "%s\t%d\t%d\t%d\n", f.Name, f.Total(), f.Running, f.Workers)
+			}
+		}
+		return b.String() + ".\n"
+	}
+
+	tests := []struct {
+		name      string
+		got, want string
+	}{
+		{"show jobs", string(srv.appendJobs(nil, false)), refJobs(false)},
+		{"show unique jobs", string(srv.appendJobs(nil, true)), refJobs(true)},
+		{"status", string(srv.appendStatus(nil, false)), refStatus(false)},
+		{"prioritystatus", string(srv.appendStatus(nil, true)), refStatus(true)},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %d bytes differ from the reference's %d", tt.name, len(tt.got), len(tt.want))
+		}
+	}
+}
+
+// TestListingOffLoop: while a listing is being built, the other
+// connections of its loop are served, and the commands pipelined after it
+// on its own connection wait for it and are then answered in order. The
+// listing's goroutine is held in its hook, so nothing depends on timing;
+// built on the loop, as before, b's ECHO would never come back.
+func TestListingOffLoop(t *testing.T) {
+	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	srv.hooks.Store(&listHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
+	a, b := dial(t, addr), dial(t, addr)
+	// Both on the one loop, and a's replies before the listing come first.
+	a.send(req(codec.SubmitJobBg, "f", "", "x"), []byte("show jobs\r\nstatus\r\nversion\r\n"), req(codec.EchoReq, "after"))
+	h := a.handle()
+	for _, want := range []string{h + "\t0\t0\t1\n.\n", "f\t1\t0\t0\n.\n"} {
+		<-started
+		b.send(req(codec.EchoReq, "loop is free"))
+		b.expect(res(codec.EchoRes, "loop is free"))
+		release <- struct{}{}
+		if got := a.listing(); got != want {
+			t.Fatalf("listing %q, want %q", got, want)
+		}
+	}
+	if got := a.line(); got != "OK 0.0.0-test\n" {
+		t.Fatalf("after the listings: %q", got)
+	}
+	a.expect(res(codec.EchoRes, "after"))
+	// Nothing was left waiting in the buffer, and a is still served.
+	a.send([]byte("version\r\n"))
+	if got := a.line(); got != "OK 0.0.0-test\n" {
+		t.Fatalf("version %q", got)
+	}
+}
+
+// TestListingConnGone: a listing whose connection closed while it was
+// being built is dropped, and the loop goes on.
+func TestListingConnGone(t *testing.T) {
+	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	srv.hooks.Store(&listHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
+	b := dial(t, addr)
+	a := dial(t, addr)
+	a.send([]byte("workers\r\nversion\r\n"))
+	<-started
+	a.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Conns() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want only b", srv.Conns())
+		}
+		b.send(req(codec.EchoReq, "poll"))
+		b.expect(res(codec.EchoRes, "poll"))
+	}
+	close(release) // the goroutine finds a closed, and drops the listing
+	srv.hooks.Store(nil)
+	b.send([]byte("workers\r\n"))
+	if got := b.listing(); !regexp.MustCompile(`^\d+ 127\.0\.0\.1 - :\n\.\n$`).MatchString(got) {
+		t.Fatalf("workers %q", got)
+	}
+}
+
+// TestListingHalfClose: a client that sends its commands and half-closes,
+// as ncat and nc -N do, still gets small listings: gnet closes the
+// connection at EOF, so they must be answered in the same event.
+func TestListingHalfClose(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	c := dial(t, addr)
+	c.send(req(codec.SubmitJobBg, "f", "u", "x"))
+	c.handle()
+	a := dial(t, addr)
+	a.send([]byte("status\nshow unique jobs\n"))
+	a.c.(*net.TCPConn).CloseWrite()
+	for _, want := range []string{"f\t1\t0\t0\n.\n", "u\n.\n"} {
+		if got := a.listing(); got != want {
+			t.Fatalf("listing %q, want %q", got, want)
+		}
+	}
+	a.closed()
 }

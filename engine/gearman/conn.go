@@ -43,6 +43,7 @@ type conn struct {
 	own    []byte // the buffer cn.pkt lies in, when a submit may keep it
 	dirty  bool   // queued on lp.dirty
 	gone   bool   // closed (loop's view)
+	paused bool   // an admin listing is being built: read no more commands
 
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
 
@@ -53,6 +54,7 @@ type conn struct {
 	wakeSent bool
 	closed   bool
 	clientID []byte // SET_CLIENT_ID, read by "workers" on other loops
+	listed   []byte // an admin listing built off the loop, see list
 }
 
 // traffic runs on the connection's loop for new bytes and for wakes.
@@ -67,7 +69,17 @@ func (cn *conn) traffic() gnet.Action {
 			cn.outbox = cn.outbox[:0]
 		}
 	}
+	listed := cn.listed
+	cn.listed = nil
 	cn.mu.Unlock()
+	if listed != nil {
+		// After what the outbox brought meanwhile, straight to gnet, which
+		// copies what the socket does not take: the connection keeps no
+		// buffer the size of the listing. Then parse below answers the
+		// commands that waited for it.
+		cn.writeTail(listed)
+		cn.paused = false
+	}
 
 	action := gnet.None
 	for {
@@ -111,7 +123,7 @@ func (cn *conn) parse() gnet.Action {
 	// rather than peeking (and, across the ring buffer's seam, copying) the
 	// growing prefix every time.
 	n := cn.c.InboundBuffered()
-	if n == 0 || n < cn.need {
+	if n == 0 || n < cn.need || cn.paused {
 		return gnet.None
 	}
 	action := gnet.None
@@ -145,6 +157,9 @@ func (cn *conn) parse() gnet.Action {
 		}
 		if cn.pkt.Text {
 			cn.admin(&cn.pkt)
+			if cn.paused {
+				break // the rest waits in gnet's buffer for the listing
+			}
 		} else {
 			cn.packet(&cn.pkt)
 		}
@@ -392,6 +407,7 @@ func (cn *conn) close() {
 	cn.mu.Lock()
 	cn.closed = true
 	cn.outbox = nil
+	cn.listed = nil
 	cn.mu.Unlock()
 	if cn.client != nil {
 		cn.client.Close()

@@ -3,13 +3,14 @@
 package gearman
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,7 @@ type Server struct {
 	conns map[*conn]struct{}
 	loops map[gnet.EventLoop]*loop
 	wakes atomic.Int64 // cross-goroutine hand-offs that cost a gnet wake
+	hooks atomic.Pointer[listHooks]
 }
 
 // New prepares a server; Start binds and runs it.
@@ -226,7 +228,7 @@ func (s *Server) snapshot() []*conn {
 		out = append(out, c)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].fd < out[j].fd })
+	slices.SortFunc(out, func(a, b *conn) int { return cmp.Compare(a.fd, b.fd) })
 	return out
 }
 
