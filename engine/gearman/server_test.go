@@ -179,6 +179,7 @@ func TestServerAddrs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.ipv6 {
+				// Only to see whether ::1 exists; its port is not reused.
 				l, err := net.Listen("tcp6", "[::1]:0")
 				if err != nil {
 					t.Skipf("no IPv6 loopback: %v", err)
