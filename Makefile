@@ -16,9 +16,16 @@ run: build
 deps:
 	@./.ci/deps
 
+# test keeps each go test run's -json stream in $(TESTLOG)/ (every test's
+# whole output, for a failure that does not come back) and prints what
+# plain go test prints; .ci/testlog failures $(TESTLOG)/*.json shows the
+# failed tests again, whole.
+TESTLOG := test-results
+
 test: deps vet
-	$(GO) test -count=1 $(PKGS)
-	$(GO) test -count=1 -race ./sched/... ./engine/...
+	@rm -rf $(TESTLOG)
+	GO=$(GO) ./.ci/gotest $(TESTLOG)/unit.json -count=1 $(PKGS)
+	GO=$(GO) ./.ci/gotest $(TESTLOG)/race.json -count=1 -race ./sched/... ./engine/...
 
 vet:
 	$(GO) vet $(PKGS)

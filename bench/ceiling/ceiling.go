@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"switchyard/bench/load"
 )
@@ -25,12 +27,39 @@ import (
 type echo struct {
 	gnet.BuiltinEventEngine
 	ready func(addr string)
-	addr  string
+	err   error // why OnBoot shut down
 }
 
-func (e *echo) OnBoot(gnet.Engine) gnet.Action {
-	e.ready(e.addr)
+// OnBoot reports the address bound, which differs from the one asked for
+// when that had port 0.
+func (e *echo) OnBoot(eng gnet.Engine) gnet.Action {
+	addr, err := boundAddr(eng)
+	if err != nil {
+		e.err = err
+		return gnet.Shutdown
+	}
+	e.ready(addr)
 	return gnet.None
+}
+
+// boundAddr reads the listener's address from a duplicate of its socket.
+func boundAddr(eng gnet.Engine) (string, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return "", err
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String(), nil
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String(), nil
+	}
+	return "", fmt.Errorf("unexpected socket address %T", sa)
 }
 
 func (e *echo) OnTraffic(c gnet.Conn) gnet.Action {
@@ -40,10 +69,16 @@ func (e *echo) OnTraffic(c gnet.Conn) gnet.Action {
 }
 
 // Serve runs the echo server on addr (host:port), one event loop per core,
-// until the process ends; ready is called once it accepts connections.
+// until the process ends; ready is called once it accepts connections, with
+// the address bound (port 0 in addr lets the kernel pick the port).
 func Serve(addr string, ready func(addr string)) error {
-	return gnet.Run(&echo{ready: ready, addr: addr}, "tcp://"+addr,
+	e := &echo{ready: ready}
+	err := gnet.Run(e, "tcp://"+addr,
 		gnet.WithMulticore(true), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
+	if err == nil {
+		err = e.err
+	}
+	return err
 }
 
 // PingPong sends n messages of size bytes to addr, spread over conns

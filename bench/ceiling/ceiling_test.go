@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,34 +26,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startEcho runs the echo server in a child process on a free port.
+// startEcho runs the echo server in a child process on a port the kernel
+// picks, and returns the address the child reports.
 func startEcho(tb testing.TB) string {
 	tb.Helper()
-	for attempt := 0; attempt < 5; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), echoEnv+"=127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if addr, ok := strings.CutPrefix(lines.Text(), "ready "); ok {
+			go io.Copy(io.Discard, out) // never block the child on a full pipe
+			return addr
 		}
-		addr := l.Addr().String()
-		l.Close()
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), echoEnv+"="+addr)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			if strings.HasPrefix(lines.Text(), "ready ") {
-				go io.Copy(io.Discard, out) // never block the child on a full pipe
-				return addr
-			}
-		}
-		cmd.Process.Kill() // lost the port to someone else: try another
 	}
 	tb.Fatal("echo server did not start")
 	return ""

@@ -1,6 +1,7 @@
 // Package harness runs a job server under test: it starts the binary on a
-// free loopback port, waits until the port accepts, reads the process's
-// memory and CPU use from /proc, and stops it.
+// loopback port the kernel picks, finds that port in /proc and waits until
+// it accepts, reads the process's memory and CPU use from /proc, and stops
+// it. The end-to-end tests of cmd/switchyard use its Listening too.
 package harness
 
 import (

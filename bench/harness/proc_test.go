@@ -92,7 +92,7 @@ func TestStartFailure(t *testing.T) {
 	_, err := Start(context.Background(), Config{
 		Name: "false",
 		Path: "/bin/sh",
-		Args: func(int) []string { return []string{"-c", "echo cannot bind >&2; exit 3"} },
+		Args: []string{"-c", "echo cannot bind >&2; exit 3"},
 	})
 	if err == nil || !strings.Contains(err.Error(), "cannot bind") {
 		t.Errorf("got %v, want an error quoting the server's output", err)

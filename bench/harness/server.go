@@ -2,11 +2,11 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,9 +17,12 @@ import (
 type Config struct {
 	Name string // e.g. "switchyard", "gearmand"
 	Path string // the binary
-	// Args returns the command line (without the binary) to listen on
-	// 127.0.0.1:port.
-	Args func(port int) []string
+	// Args is the command line (without the binary). It must make the
+	// server listen on one address and let the kernel pick the port
+	// (e.g. "-L 127.0.0.1 -p 0"): Start reads the port back from /proc.
+	// Picking a free port and passing it would race with anything else
+	// binding one meanwhile.
+	Args []string
 	// Log, when set, also receives the server's stdout and stderr.
 	Log io.Writer
 }
@@ -27,7 +30,7 @@ type Config struct {
 // Server is a running server process.
 type Server struct {
 	Name string
-	Addr string // 127.0.0.1:port
+	Addr string // where it listens, e.g. 127.0.0.1:41234
 	Port int
 
 	cmd     *exec.Cmd
@@ -39,22 +42,16 @@ type Server struct {
 // startTimeout bounds how long a server may take to accept connections.
 const startTimeout = 10 * time.Second
 
-// Start starts the server on a free loopback port and returns once the port
-// accepts connections.
+// Start starts the server, finds the port it listens on and returns once
+// that port accepts connections.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
 		Name:   cfg.Name,
-		Port:   port,
-		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		exited: make(chan struct{}),
 		output: &tail{max: 8 << 10},
 	}
 	// Not CommandContext: the server is stopped by Stop, gracefully.
-	s.cmd = exec.Command(cfg.Path, cfg.Args(port)...)
+	s.cmd = exec.Command(cfg.Path, cfg.Args...)
 	var out io.Writer = s.output
 	if cfg.Log != nil {
 		out = io.MultiWriter(s.output, cfg.Log)
@@ -77,24 +74,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// waitAccepting waits until the server listens, sets Addr and Port, and
+// checks that a connection is accepted there.
 func (s *Server) waitAccepting(ctx context.Context) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
-		if err == nil {
-			return conn.Close()
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("exited before accepting: %v", s.waitErr)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not accepting on %s after %v: %w", s.Addr, startTimeout, err)
-		}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	addrs, err := WaitListening(ctx, s.PID(), s.exited)
+	if errors.Is(err, ErrExited) {
+		return fmt.Errorf("exited before listening: %v", s.waitErr)
 	}
+	if err != nil {
+		return err
+	}
+	if len(addrs) != 1 {
+		return fmt.Errorf("listens on %v, want one address", addrs)
+	}
+	s.Addr, s.Port = addrs[0].String(), int(addrs[0].Port())
+	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // PID is the server's process id.
@@ -144,16 +144,6 @@ func (s *Server) outputNote() string {
 		return "\nserver output (end):\n" + out
 	}
 	return ""
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Version runs "path --version" and returns its first line.

@@ -45,7 +45,7 @@ type Server struct {
 	Name    string   `json:"name"`
 	Path    string   `json:"path"`
 	Version string   `json:"version"`
-	Args    []string `json:"args"` // with PORT for the port
+	Args    []string `json:"args"` // as run ("-p 0": the kernel picks the port); older records have PORT there
 }
 
 // Run is one scenario against one server.

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -109,9 +108,7 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 	srv, err := harness.Start(ctx, harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: func(port int) []string {
-			return []string{"-L", "127.0.0.1", "-p", strconv.Itoa(port), "-t", "0", "-l", "stderr"}
-		},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -41,6 +40,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"switchyard/bench/harness"
 )
 
 const (
@@ -212,8 +213,9 @@ type serverProc struct {
 }
 
 // startServer starts the server under test on 127.0.0.1 with gearmand's
-// flags, plus extraArgs, and returns once it accepts connections. stop sends
-// SIGTERM and waits; it also runs at cleanup.
+// flags, plus extraArgs, on a port the kernel picks (-p 0), and returns once
+// it accepts connections. stop sends SIGTERM and waits; it also runs at
+// cleanup.
 func startServer(t *testing.T, extraArgs ...string) (addr string, port int, stop func()) {
 	t.Helper()
 	s := startServerProc(t, extraArgs...)
@@ -223,41 +225,21 @@ func startServer(t *testing.T, extraArgs ...string) (addr string, port int, stop
 func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 	t.Helper()
 	bin := serverBinary(t)
-	var lastErr string
-	for attempt := 0; attempt < 3; attempt++ {
-		s, retry, msg := tryStartServer(t, bin, extraArgs)
-		if s != nil {
-			return s
-		}
-		lastErr = msg
-		if !retry {
-			break
-		}
-	}
-	t.Fatalf("server did not start: %s", lastErr)
-	return nil
-}
-
-// tryStartServer starts one server on a fresh port. On failure it says
-// whether another port is worth a try.
-func tryStartServer(t *testing.T, bin string, extraArgs []string) (*serverProc, bool, string) {
-	t.Helper()
-	port := freePort(t)
 	dir := t.TempDir()
 	s := &serverProc{
-		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		port:    port,
 		dir:     dir,
 		pidFile: filepath.Join(dir, "server.pid"),
 		stderr:  &syncBuffer{},
 		done:    make(chan struct{}),
 	}
+	// -p 0: the kernel picks the port and it is read back from /proc, so
+	// there is no moment in which another process could take it first.
 	// gearmand needs nothing more to run as root here: it does not insist on
 	// dropping privileges, and the pid file (default /var/gearmand.pid)
 	// goes to the test's directory. -l stderr keeps it off
 	// /var/log/gearmand.log.
 	args := []string{
-		"-L", "127.0.0.1", "-p", strconv.Itoa(port),
+		"-L", "127.0.0.1", "-p", "0",
 		"-l", "stderr", "--verbose", "INFO",
 		"--pid-file", s.pidFile,
 	}
@@ -285,33 +267,46 @@ func tryStartServer(t *testing.T, bin string, extraArgs []string) (*serverProc, 
 		}
 	})
 
-	// Wait until it accepts, and make sure the listener is this process:
+	fail := func(format string, a ...any) {
+		t.Helper()
+		s.stop()
+		t.Fatalf("server did not start: %s\n%s", fmt.Sprintf(format, a...), tail(s.stderr.String(), 8<<10))
+	}
+	wait, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	addrs, err := harness.WaitListening(wait, cmd.Process.Pid, s.done)
+	switch {
+	case errors.Is(err, harness.ErrExited):
+		fail("exited early (%v)", s.waitErr)
+	case err != nil:
+		fail("%v", err)
+	case len(addrs) != 1:
+		fail("listens on %v, want one address", addrs)
+	}
+	s.addr, s.port = addrs[0].String(), int(addrs[0].Port())
+
+	// Wait until it answers, and make sure the listener is this process:
 	// getpid over the admin protocol must name it.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			out := s.stderr.String()
-			retry := strings.Contains(out, "in use") || strings.Contains(out, "bind")
-			return nil, retry, fmt.Sprintf("exited early (%v):\n%s", s.waitErr, tail(out, 8<<10))
-		default:
-		}
+	for {
 		c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
 		if err == nil {
 			pid, perr := adminGetpid(c)
 			c.Close()
 			if perr == nil && pid == cmd.Process.Pid {
-				return s, false, ""
+				return s
 			}
 			if perr == nil {
-				s.stop()
-				return nil, true, fmt.Sprintf("port %d answered with pid %d, not %d", port, pid, cmd.Process.Pid)
+				fail("port %d answered with pid %d, not %d", s.port, pid, cmd.Process.Pid)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling for the port, not synchronising
+		select {
+		case <-s.done:
+			fail("exited early (%v)", s.waitErr)
+		case <-wait.Done():
+			fail("port %d not answering getpid after 10s", s.port)
+		case <-time.After(20 * time.Millisecond): // polling for the port, not synchronising
+		}
 	}
-	s.stop()
-	return nil, true, fmt.Sprintf("port %d not accepting after 10s:\n%s", port, tail(s.stderr.String(), 8<<10))
 }
 
 // adminGetpid asks "getpid" on an open connection.
@@ -347,37 +342,6 @@ func (s *serverProc) exited(d time.Duration) (exitCode int, ok bool) {
 	case <-time.After(d):
 		return 0, false
 	}
-}
-
-// freePort picks a free TCP port on 127.0.0.1 below the kernel's ephemeral
-// range, so that no client connection of the tests can be using it by the
-// time the server binds it.
-func freePort(t *testing.T) int {
-	t.Helper()
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				lo = n
-			}
-		}
-	}
-	if lo > 12000 {
-		for i := 0; i < 100; i++ {
-			p := 10000 + rand.IntN(lo-10000)
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err == nil {
-				l.Close()
-				return p
-			}
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // ---------------------------------------------------------------------------
@@ -787,6 +751,26 @@ func (g *gearConn) waitClosed(timeout time.Duration) error {
 
 // ---------------------------------------------------------------------------
 // The server process itself
+
+// With -p 0 the kernel picks the port, and the "listening" line names the
+// one bound (gearmand 1.1.20 logs "Listening on 127.0.0.1:0" instead), so
+// that whoever starts switchyard that way can find it without /proc.
+func TestE2EListeningLineNamesPort(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand logs the port it was given, 0")
+	}
+	srv := startServerProc(t) // with -p 0
+	if srv.port == 0 {
+		t.Fatalf("listening on %s", srv.addr)
+	}
+	// The line comes after the port opens; poll for it.
+	re := regexp.MustCompile(`\slistening\s+\{"addrs": \["` + regexp.QuoteMeta(srv.addr) + `"\]`)
+	waitUntil(t, e2eWaitTimeout, "a listening line naming "+srv.addr, func() (bool, string) {
+		out := srv.stderr.String()
+		return re.MatchString(out), out
+	})
+}
 
 // SIGTERM with a worker connected and a job queued: the server exits 0,
 // closes the connections and removes its pid file, which held its pid.

@@ -131,7 +131,13 @@ func run(args []string) int {
 	if o.Daemon {
 		daemonReady() // the parent may exit now
 	}
-	log.Info("listening", zap.Strings("addrs", cfg.Addrs), zap.String("version", version))
+	// The bound addresses, not the configured ones: with -p 0 the kernel
+	// picks the port, and this line is where a person or a script finds it.
+	var bound []string
+	for _, a := range srv.Addrs() {
+		bound = append(bound, a.String())
+	}
+	log.Info("listening", zap.Strings("addrs", bound), zap.String("version", version))
 
 	select {
 	case got := <-sig:

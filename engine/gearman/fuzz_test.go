@@ -35,19 +35,14 @@ func FuzzServer(f *testing.F) {
 			// One server for the whole run: state left by one input is
 			// part of what the next one meets.
 			s := sched.New(sched.Config{})
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr = l.Addr().String()
-			l.Close()
-			srv := New(Config{Addrs: []string{"tcp://" + addr}, HandlePrefix: "H:lap", Loops: 1, MaxPacket: 1 << 16}, s, nil)
+			srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, HandlePrefix: "H:lap", Loops: 1, MaxPacket: 1 << 16}, s, nil)
 			// Every listing off the loop: the inline path is plain code,
 			// the pause and resume around a listing's goroutine is not.
 			srv.hooks.Store(&listHooks{inline: -1})
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}
+			addr = srv.Addrs()[0].String()
 		})
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

@@ -11,12 +11,14 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	codec "switchyard/codec/gearman"
 	"switchyard/sched"
@@ -61,6 +63,8 @@ type Server struct {
 	handles handles
 
 	eng      gnet.Engine
+	addrs    []net.Addr // bound at boot, in the order of cfg.Addrs
+	bootErr  error      // why OnBoot refused to start
 	booted   chan struct{}
 	done     chan error
 	shutOnce sync.Once
@@ -112,8 +116,12 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 }
 
 // Start binds every address and returns once the event loops accept
-// connections, or with the error that stopped them.
+// connections, or with the error that stopped them. A port of 0 binds a
+// port the kernel picks; Addrs tells which.
 func (s *Server) Start() error {
+	if err := checkAddrs(s.cfg.Addrs); err != nil {
+		return err
+	}
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(s.cfg.Loops),
@@ -139,6 +147,9 @@ func (s *Server) Start() error {
 	case <-s.booted:
 		return nil
 	case err := <-s.done:
+		if err == nil {
+			err = s.bootErr
+		}
 		if err == nil {
 			err = errors.New("gearman: engine stopped before it started")
 		}
@@ -169,11 +180,92 @@ func (s *Server) Conns() int {
 	return len(s.conns)
 }
 
-// OnBoot implements gnet.EventHandler.
+// Addrs returns the addresses the server listens on, one per Config.Addrs
+// and in that order, with the ports the kernel picked for port 0. It is
+// valid once Start has returned nil.
+func (s *Server) Addrs() []net.Addr {
+	return append([]net.Addr(nil), s.addrs...)
+}
+
+// OnBoot implements gnet.EventHandler. The listeners are bound by now, so
+// this is where the ports picked for port 0 can be read.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng = eng
+	addrs, err := boundAddrs(eng, s.cfg.Addrs)
+	if err != nil {
+		s.bootErr = err
+		return gnet.Shutdown
+	}
+	s.addrs = addrs
 	close(s.booted)
 	return gnet.None
+}
+
+// checkAddrs refuses an address given twice: gnet tells listeners apart by
+// the address they were given, so two "tcp://127.0.0.1:0" could not be told
+// apart (and with a fixed port the second bind would fail anyway).
+func checkAddrs(addrs []string) error {
+	if len(addrs) == 0 {
+		return errors.New("gearman: no address to listen on")
+	}
+	seen := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		if seen[a] {
+			return fmt.Errorf("gearman: address %s given twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
+}
+
+// boundAddrs reads each listener's local address from a duplicate of its
+// socket: gnet keeps the address it was asked for, not the one bound.
+func boundAddrs(eng gnet.Engine, protoAddrs []string) ([]net.Addr, error) {
+	out := make([]net.Addr, 0, len(protoAddrs))
+	for _, pa := range protoAddrs {
+		network, addr, ok := strings.Cut(pa, "://")
+		if !ok {
+			return nil, fmt.Errorf("gearman: address %q has no scheme", pa)
+		}
+		switch network {
+		case "tcp4", "tcp6":
+			network = "tcp" // as gnet records it once bound
+		}
+		fd, err := eng.DupListener(network, addr)
+		if err != nil {
+			return nil, fmt.Errorf("gearman: listener of %s: %w", pa, err)
+		}
+		sa, err := unix.Getsockname(fd)
+		unix.Close(fd)
+		if err != nil {
+			return nil, fmt.Errorf("gearman: getsockname of %s: %w", pa, err)
+		}
+		a, err := sockaddrAddr(sa)
+		if err != nil {
+			return nil, fmt.Errorf("gearman: %s: %w", pa, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func sockaddrAddr(sa unix.Sockaddr) (net.Addr, error) {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IPv4(sa.Addr[0], sa.Addr[1], sa.Addr[2], sa.Addr[3]), Port: sa.Port}, nil
+	case *unix.SockaddrInet6:
+		a := &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+		if sa.ZoneId != 0 {
+			if ifi, err := net.InterfaceByIndex(int(sa.ZoneId)); err == nil {
+				a.Zone = ifi.Name
+			}
+		}
+		return a, nil
+	case *unix.SockaddrUnix:
+		return &net.UnixAddr{Name: sa.Name, Net: "unix"}, nil
+	default:
+		return nil, fmt.Errorf("unexpected socket address %T", sa)
+	}
 }
 
 // OnOpen implements gnet.EventHandler.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"switchyard/sched"
 )
 
-// startServer runs a real server on a free 127.0.0.1 port.
+// startServer runs a real server on a port of 127.0.0.1 the kernel picks.
 func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) {
 	t.Helper()
 	if scfg.Release == nil {
@@ -31,28 +32,17 @@ func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) 
 		cfg.Loops = 2
 	}
 	cfg.Version = "0.0.0-test"
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		c := cfg
-		c.Addrs = []string{"tcp://" + addr}
-		srv := New(c, s, nil)
-		if lastErr = srv.Start(); lastErr == nil {
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				srv.Stop(ctx)
-			})
-			return addr, srv
-		}
+	cfg.Addrs = []string{"tcp://127.0.0.1:0"}
+	srv := New(cfg, s, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start: %v", err)
 	}
-	t.Fatalf("start: %v", lastErr)
-	return "", nil
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	return srv.Addrs()[0].String(), srv
 }
 
 // peer is a raw protocol connection with a read deadline on every read.
@@ -167,6 +157,91 @@ func (p *peer) closed() {
 	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if b, err := p.r.ReadByte(); err != io.EOF {
 		p.t.Fatalf("connection still open: %q %v", b, err)
+	}
+}
+
+// TestServerAddrs: with port 0 the kernel picks the port, and Addrs names
+// what was bound, one per configured address and in that order, so that a
+// test never has to pick a free port and hope it stays free.
+func TestServerAddrs(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "g.sock")
+	tests := []struct {
+		name  string
+		addrs []string
+		ipv6  bool
+		want  []string // network and host of each address; the port must not be 0
+	}{
+		{"tcp port 0", []string{"tcp://127.0.0.1:0"}, false, []string{"tcp 127.0.0.1"}},
+		{"tcp4 port 0", []string{"tcp4://127.0.0.1:0"}, false, []string{"tcp 127.0.0.1"}},
+		{"two listeners", []string{"tcp6://[::1]:0", "tcp://127.0.0.1:0"}, true, []string{"tcp ::1", "tcp 127.0.0.1"}},
+		{"unix socket", []string{"unix://" + sock}, false, []string{"unix " + sock}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.ipv6 {
+				// Only to see whether ::1 exists; its port is not reused.
+				l, err := net.Listen("tcp6", "[::1]:0")
+				if err != nil {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				l.Close()
+			}
+			s := sched.New(sched.Config{})
+			t.Cleanup(s.Close)
+			srv := New(Config{Addrs: tt.addrs, Loops: 1}, s, nil)
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				srv.Stop(ctx)
+			})
+			got := srv.Addrs()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Addrs() = %v, want %d addresses", got, len(tt.want))
+			}
+			for i, a := range got {
+				var desc string
+				switch a := a.(type) {
+				case *net.TCPAddr:
+					if a.Port == 0 {
+						t.Errorf("Addrs()[%d] = %v: port 0", i, a)
+					}
+					desc = "tcp " + a.IP.String()
+				case *net.UnixAddr:
+					desc = "unix " + a.Name
+				}
+				if desc != tt.want[i] {
+					t.Errorf("Addrs()[%d] = %v (%T), want %s", i, a, a, tt.want[i])
+				}
+				// The address is this server's: it answers ECHO.
+				c, err := net.DialTimeout(a.Network(), a.String(), 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := &peer{t: t, c: c, r: bufio.NewReader(c)}
+				p.send(req(codec.EchoReq, "here"))
+				p.expect(res(codec.EchoRes, "here"))
+				c.Close()
+			}
+		})
+	}
+}
+
+// TestServerAddrsRefused: gnet tells listeners apart by the address they
+// were given, so one given twice is refused rather than misreported.
+func TestServerAddrsRefused(t *testing.T) {
+	for _, addrs := range [][]string{nil, {"tcp://127.0.0.1:0", "tcp://127.0.0.1:0"}} {
+		s := sched.New(sched.Config{})
+		srv := New(Config{Addrs: addrs, Loops: 1}, s, nil)
+		if err := srv.Start(); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			srv.Stop(ctx)
+			cancel()
+			t.Errorf("Start with %q succeeded", addrs)
+		}
+		s.Close()
 	}
 }
 

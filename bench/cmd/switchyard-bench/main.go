@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,9 +29,6 @@ import (
 
 const defaultGearmand = "/usr/sbin/gearmand"
 
-// portToken stands for the port in server argument templates.
-const portToken = "PORT"
-
 // echoServer names the ceiling scenarios' server in records.
 const echoServer = "echo"
 
@@ -46,7 +42,7 @@ type options struct {
 	gearmandArgs    string
 	gearmandThreads int
 	switchyardLoops int
-	echoServer      int
+	echoServer      bool
 	version         bool
 	out             string
 	serverLog       string
@@ -71,10 +67,11 @@ func run() error {
 		fmt.Println("switchyard-bench echo server")
 		return nil
 	}
-	if opts.echoServer != 0 {
+	if opts.echoServer {
 		// The ceiling scenarios' server: this binary run again, so that it
-		// is a process of its own, as a job server is.
-		return ceiling.Serve(net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.echoServer)), func(string) {})
+		// is a process of its own, as a job server is. The harness finds
+		// the port the kernel picked in /proc.
+		return ceiling.Serve("127.0.0.1:0", func(string) {})
 	}
 	if opts.list {
 		for _, s := range scenario.All {
@@ -99,7 +96,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		servers = append(servers, newServerSpec(echoServer, self, []string{"--echo-server", portToken}))
+		servers = append(servers, newServerSpec(echoServer, self, []string{"--echo-server"}))
 	}
 	var serverLog *os.File
 	if opts.serverLog != "" {
@@ -199,7 +196,9 @@ type serverSpec struct {
 // serverConfigs returns switchyard and, when it is available, gearmand.
 func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	fd := strconv.FormatUint(fdLimit, 10)
-	sy := []string{"-L", "127.0.0.1", "-p", portToken, "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd}
+	// -p 0: the kernel picks the port and the harness reads it back, so no
+	// free port is picked here that someone else could take first.
+	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd}
 	servers := []serverSpec{newServerSpec("switchyard", opts.switchyard, append(sy, strings.Fields(opts.switchyardArgs)...))}
 	if opts.gearmand == "" || opts.gearmand == "none" {
 		return servers, nil
@@ -212,7 +211,7 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 		return nil, err
 	}
 	pidFile := filepath.Join(os.TempDir(), fmt.Sprintf("switchyard-bench-gearmand-%d.pid", os.Getpid()))
-	gm := []string{"-L", "127.0.0.1", "-p", portToken, "-t", strconv.Itoa(opts.gearmandThreads),
+	gm := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.gearmandThreads),
 		"-l", "none", "--pid-file", pidFile, "-f", fd}
 	return append(servers, newServerSpec(record.Baseline, opts.gearmand, append(gm, strings.Fields(opts.gearmandArgs)...))), nil
 }
@@ -223,15 +222,7 @@ func newServerSpec(name, path string, args []string) serverSpec {
 		version = "unknown: " + err.Error()
 	}
 	return serverSpec{
-		config: harness.Config{Name: name, Path: path, Args: func(port int) []string {
-			out := slices.Clone(args)
-			for i, a := range out {
-				if a == portToken {
-					out[i] = strconv.Itoa(port)
-				}
-			}
-			return out
-		}},
+		config: harness.Config{Name: name, Path: path, Args: args},
 		record: record.Server{Name: name, Path: path, Version: version, Args: args},
 	}
 }
@@ -282,7 +273,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&opts.serverLog, "server-log", "", "file to receive the servers' output")
 	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")
 	fs.BoolVar(&opts.list, "list", false, "list the scenarios and exit")
-	fs.IntVar(&opts.echoServer, "echo-server", 0, "run as the ceiling scenarios' echo server on this 127.0.0.1 port")
+	fs.BoolVar(&opts.echoServer, "echo-server", false, "run as the ceiling scenarios' echo server on a 127.0.0.1 port the kernel picks")
 	fs.BoolVar(&opts.version, "version", false, "print the echo server's version line and exit")
 	for _, s := range scenario.All {
 		p := s.Full
