@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 	exp := &options{
 		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
-		QueueType: "builtin", ConfigFile: cfg, MaxPacket: 64 << 20,
+		QueueType: "builtin", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
 	}
 	checkOptions(t, o, exp)
 }
