@@ -156,10 +156,7 @@ const (
 
 // inlineLines is the largest listing answered on the event loop, in under
 // a millisecond; larger ones are built on a goroutine of their own so that
-// the loop's other connections do not wait. Small ones stay inline for the
-// clients that half-close after their command (ncat, nc -N, socat): gnet
-// closes a connection at EOF, before a goroutine's answer could be
-// written, where gearmand answers first.
+// the loop's other connections do not wait.
 const inlineLines = 2048
 
 // list answers a listing command: at once if it is small, else from a
@@ -184,11 +181,22 @@ func (cn *conn) list(l listing) {
 			h.building()
 		}
 		b := s.appendListing(nil, l)
-		if cn.openOutbox() { // else the connection is gone: drop it
+		if cn.openOutbox() {
 			cn.listed = b
 			cn.sendOutbox()
+		} else if f := cn.takeLate(); f != nil {
+			writeOrphan(f, b)
 		}
 	}()
+}
+
+// takeLate returns where a closed connection's listing goes, if anywhere.
+func (cn *conn) takeLate() *os.File {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	f := cn.late
+	cn.late = nil
+	return f
 }
 
 // listHooks let tests steer listings (Server.hooks).

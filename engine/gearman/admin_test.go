@@ -280,16 +280,43 @@ func TestListingConnGone(t *testing.T) {
 // as ncat and nc -N do, still gets small listings: gnet closes the
 // connection at EOF, so they must be answered in the same event.
 func TestListingHalfClose(t *testing.T) {
-	addr, _ := startServer(t, Config{}, sched.Config{})
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("offloop=%v", off), func(t *testing.T) { testListingHalfClose(t, off) })
+	}
+}
+
+// testListingHalfClose: a client that sends its command and half-closes
+// (nc -N) gets the listing, as from gearmand. Off the loop, the listing's
+// goroutine is held until gnet has closed the connection at EOF; only the
+// listing's own reply is owed then (commands after it are not read).
+func testListingHalfClose(t *testing.T, offLoop bool) {
+	addr, srv := startServer(t, Config{}, sched.Config{})
+	release := make(chan struct{})
+	if offLoop {
+		srv.hooks.Store(&listHooks{inline: -1, building: func() { <-release }})
+	}
 	c := dial(t, addr)
 	c.send(req(codec.SubmitJobBg, "f", "u", "x"))
 	c.handle()
 	a := dial(t, addr)
-	a.send([]byte("status\nshow unique jobs\n"))
+	cmds, want := "status\nshow unique jobs\n", []string{"f\t1\t0\t0\n.\n", "u\n.\n"}
+	if offLoop {
+		cmds, want = "show unique jobs\n", want[1:]
+	}
+	a.send([]byte(cmds))
 	a.c.(*net.TCPConn).CloseWrite()
-	for _, want := range []string{"f\t1\t0\t0\n.\n", "u\n.\n"} {
-		if got := a.listing(); got != want {
-			t.Fatalf("listing %q, want %q", got, want)
+	if offLoop {
+		for deadline := time.Now().Add(5 * time.Second); srv.Conns() > 1; {
+			if time.Now().After(deadline) {
+				t.Fatal("half-closed connection never closed")
+			}
+			time.Sleep(time.Millisecond) // polling for gnet's close
+		}
+		close(release)
+	}
+	for _, w := range want {
+		if got := a.listing(); got != w {
+			t.Fatalf("listing %q, want %q", got, w)
 		}
 	}
 	a.closed()

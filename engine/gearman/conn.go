@@ -2,8 +2,10 @@ package gearman
 
 import (
 	"encoding/binary"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -53,8 +55,38 @@ type conn struct {
 	outbox   []byte
 	wakeSent bool
 	closed   bool
-	clientID []byte // SET_CLIENT_ID, read by "workers" on other loops
-	listed   []byte // an admin listing built off the loop, see list
+	clientID []byte   // SET_CLIENT_ID, read by "workers" on other loops
+	listed   []byte   // an admin listing built off the loop, see list
+	late     *os.File // where a listing goes once the connection is closed, see orphan
+}
+
+// orphan keeps the socket of a connection that closes while its admin
+// listing is being built, so the listing still reaches the peer: clients
+// such as nc -N send a command and half-close, and gnet closes at EOF
+// where gearmand answers first. Not when replies gnet could not write yet
+// are pending, since they would come after the listing.
+func (cn *conn) orphan() *os.File {
+	if !cn.paused || cn.c.OutboundBuffered() > 0 {
+		return nil
+	}
+	fd, err := unix.Dup(cn.fd)
+	if err != nil {
+		return nil
+	}
+	unix.CloseOnExec(fd)
+	// Non-blocking like gnet's, so os.File writes through Go's poller and
+	// the write deadline below holds.
+	return os.NewFile(uintptr(fd), "gearman-admin")
+}
+
+// orphanTimeout bounds how long a closed connection's listing may take to
+// write: a peer that never reads does not keep the goroutine.
+const orphanTimeout = 30 * time.Second
+
+func writeOrphan(f *os.File, b []byte) {
+	f.SetWriteDeadline(time.Now().Add(orphanTimeout))
+	f.Write(b)
+	f.Close()
 }
 
 // traffic runs on the connection's loop for new bytes and for wakes.
@@ -404,11 +436,19 @@ func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update, split bool)
 
 func (cn *conn) close() {
 	cn.gone = true
+	orphan := cn.orphan()
 	cn.mu.Lock()
 	cn.closed = true
 	cn.outbox = nil
+	listed := cn.listed
 	cn.listed = nil
+	if listed == nil {
+		cn.late = orphan // the listing's goroutine writes it there
+	}
 	cn.mu.Unlock()
+	if listed != nil && orphan != nil {
+		go writeOrphan(orphan, listed)
+	}
 	if cn.client != nil {
 		cn.client.Close()
 	}
