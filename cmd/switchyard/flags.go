@@ -768,7 +768,7 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 				return nil, inFile(err)
 			}
 		case path != defaultConfigFile:
-			return nil, usagef("Could not open configuration file. (%v)", err)
+			return nil, usagef("Could not open configuration file.") // gearmand's words, and all of them
 		case !errors.Is(err, fs.ErrNotExist):
 			s.warnf("ignoring configuration file %s: %v", path, err)
 		}

@@ -603,8 +603,7 @@ func TestDefaultConfigFile(t *testing.T) {
 		for _, args := range [][]string{{"--config-file", missing}, {"--config-file=" + missing}, {"@" + missing}} {
 			_, err := parseArgs(args, envOf(nil))
 			var ue *usageError
-			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "Could not open configuration file. (") ||
-				!strings.Contains(err.Error(), missing) {
+			if !errors.As(err, &ue) || err.Error() != "Could not open configuration file." {
 				t.Errorf("%q: error %v", args, err)
 			}
 		}

@@ -32,11 +32,8 @@ func main() {
 func run(args []string) int {
 	o, err := parseArgs(args, os.Getenv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "switchyard: %v\n", err)
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
+		// As gearmand: the program as invoked, its message, status 1.
+		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
 		return 1
 	}
 	switch {
