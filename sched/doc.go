@@ -47,7 +47,8 @@
 //   - Gearman: SUBMIT_JOB* -> Client.Submit (BG variants without attaching);
 //     CAN_DO/CAN_DO_TIMEOUT/CANT_DO/RESET_ABILITIES -> Worker.CanDo/CantDo/
 //     Reset; GRAB_JOB* -> Worker.Grab; PRE_SLEEP -> Worker.Sleep (true means
-//     send NOOP now), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
+//     send NOOP now; false, Worker.ClearTimeouts as gearmand drops a
+//     sleeping worker's job timeout), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
 //     GET_STATUS(_UNIQUE) -> Sched.Status/StatusUnique; admin -> Sched.Funcs,
 //     Jobs, Cancel, CreateFunc, DropFunc, SetMaxQueue.
 //   - Periodic: SUBMIT_JOB with sched_at -> Submit with When; GRAB_JOB parks:

@@ -855,3 +855,34 @@ func TestManyAbilities(t *testing.T) {
 		t.Fatalf("after reset: %v", got)
 	}
 }
+
+// ClearTimeouts lets the jobs a worker holds run past their timeout; a job
+// grabbed afterwards is timed again.
+func TestClearTimeouts(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk})
+	r := &recorder{}
+	c := s.NewClient(r)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), time.Second)
+	first := submit(t, c, "f", "", "1", Normal, false)
+	second := submit(t, c, "f", "", "2", Normal, false)
+	if j := w.Grab(); j == nil || j.ID() != first {
+		t.Fatal("grab")
+	}
+	w.ClearTimeouts()
+	w.ClearTimeouts() // twice is harmless
+	if j := w.Grab(); j == nil || j.ID() != second {
+		t.Fatal("grab")
+	}
+	s.Advance(clk.pass(2 * time.Second))
+	if !s.Status(first).Running || s.Status(second).Running {
+		t.Fatalf("after the timeout: first %+v, second %+v", s.Status(first), s.Status(second))
+	}
+	if err := w.Update(first, &Update{Kind: Complete, Data: []byte("late")}); err != nil {
+		t.Fatalf("result past the cleared timeout: %v", err)
+	}
+	if got := r.events(); len(got) != 1 || got[0] != fmt.Sprintf("%d:%d:late", first, Complete) {
+		t.Fatalf("client heard %v", got)
+	}
+}

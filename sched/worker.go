@@ -247,6 +247,30 @@ func (w *Worker) Sleep() bool {
 	return ready && w.state.CompareAndSwap(asleep, woken)
 }
 
+// ClearTimeouts disarms the run timeouts of the jobs the worker holds now:
+// each runs as long as the worker takes. Jobs grabbed later get their
+// ability's timeout as usual.
+func (w *Worker) ClearTimeouts() {
+	w.mu.Lock()
+	if w.nheld == 0 {
+		w.mu.Unlock()
+		return
+	}
+	ids := make([]uint64, 0, w.nheld)
+	for j := w.held; j != nil; j = j.wnext {
+		ids = append(ids, j.id)
+	}
+	w.mu.Unlock()
+	for _, id := range ids { // shard lock before worker lock, so one at a time
+		sh := w.s.shardOf(id)
+		sh.mu.Lock()
+		if j := sh.job(id); j != nil && j.worker == w && j.state == stateRunning {
+			j.stopClock(&sh.wheel)
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // hold adds j to the worker's held list. Caller holds j's shard lock.
 func (w *Worker) hold(j *Job) {
 	w.mu.Lock()

@@ -123,3 +123,22 @@ func reverse(s string) string {
 	}
 	return string(b)
 }
+
+// TestE2ELibgearmanWorkerTimeout is libgearman's gearman_worker_timeout test
+// (tests/libgearman-1.0/client_test.cc): a worker registered with
+// CAN_DO_TIMEOUT 5 (1 s) sleeps past it; the client must still get
+// GEARMAN_SUCCESS and "slept", as from gearmand, which gets there on the
+// job's third run (see TestCanDoTimeout in engine/gearman).
+func TestE2ELibgearmanWorkerTimeout(t *testing.T) {
+	t.Parallel()
+	client := buildC(t, "libgearman_client")
+	sleeper := buildC(t, "libgearman_sleeper")
+	addr, port, _ := startServer(t)
+	p := strconv.Itoa(port)
+	w := startProc(t, "", sleeper, p, "2", "5")
+	waitWorkers(t, addr, "sleep", 1)
+	if out := mustRun(t, "", client, p, "do1", "sleep", "sleep"); out != "sleep: slept\n" {
+		t.Fatalf("client: %q", out)
+	}
+	w.kill()
+}

@@ -84,8 +84,15 @@ func (cn *conn) packet(p *codec.Packet) {
 	case codec.ResetAbilities:
 		cn.asWorker().Reset()
 	case codec.PreSleep:
-		if cn.asWorker().Sleep() {
+		w := cn.asWorker()
+		if w.Sleep() {
 			cn.out = appendNoop(cn.out)
+		} else {
+			// gearmand drops a sleeping worker's job timeout, so a job it
+			// still holds runs to the end: libgearman, which sends PRE_SLEEP
+			// on a stale NO_JOB while running a requeued job, gets its
+			// late result through that way.
+			w.ClearTimeouts()
 		}
 	case codec.GrabJob, codec.GrabJobUniq, codec.GrabJobAll:
 		cn.grab(p.Type)

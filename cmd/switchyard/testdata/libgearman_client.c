@@ -9,6 +9,7 @@
  *   libgearman_client PORT progress           a job sending data and status
  *   libgearman_client PORT tasks N            N concurrent tasks on one
  *                                             connection (add_task/run_tasks)
+ *   libgearman_client PORT do1 FUNC DATA      one foreground job
  *
  * Prints one line per result on stdout; anything unexpected goes to stderr
  * with exit status 1.
@@ -114,6 +115,8 @@ int main(int argc, char **argv) {
     if (ret != GEARMAN_SUCCESS) die("gearman_client_do_background", ret);
     printf("handle: %s\n", handle);
     print_status(handle);
+  } else if (strcmp(mode, "do1") == 0 && argc == 5) {
+    do_one(argv[3], gearman_client_do, argv[3], argv[4]);
   } else if (strcmp(mode, "status") == 0 && argc == 4) {
     print_status(argv[3]);
   } else if (strcmp(mode, "fail") == 0) {
