@@ -258,3 +258,18 @@ func (s *Sched) Len() int {
 	}
 	return n
 }
+
+// Running is the number of jobs a worker holds, across every function: what
+// a graceful stop waits for.
+func (s *Sched) Running() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, f := range sh.funcs {
+			n += f.running
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}

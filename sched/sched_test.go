@@ -886,3 +886,41 @@ func TestClearTimeouts(t *testing.T) {
 		t.Fatalf("client heard %v", got)
 	}
 }
+
+// Running counts held jobs in every function, and only those: queued and
+// delayed jobs are not running, and a job leaves the count when it ends or
+// goes back to its queue.
+func TestRunning(t *testing.T) {
+	s := newTest(t, Config{})
+	c := s.NewClient(&recorder{})
+	a := submit(t, c, "fa", "", "a", Normal, true)
+	submit(t, c, "fb", "", "b", Normal, true)
+	submit(t, c, "fb", "", "b2", Normal, true)
+	if _, err := c.Submit(&SubmitReq{Func: []byte("fa"), Payload: []byte("later"), Background: true, When: time.Now().Add(time.Hour).Unix()}); err != nil {
+		t.Fatal(err)
+	}
+	w1 := s.NewWorker(&waker{})
+	w1.CanDo([]byte("fa"), 0)
+	w2 := s.NewWorker(&waker{})
+	w2.CanDo([]byte("fb"), 0)
+	steps := []struct {
+		what string
+		do   func()
+		want int
+	}{
+		{"nothing grabbed", func() {}, 0},
+		{"one grab", func() { w1.Grab() }, 1},
+		{"grabs in another function", func() { w2.Grab(); w2.Grab() }, 3},
+		{"a job completes", func() { w1.Update(a, &Update{Kind: Complete}) }, 2},
+		{"a worker leaves", w2.Close, 0},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := s.Running(); got != st.want {
+			t.Fatalf("after %s: Running() = %d, want %d", st.what, got, st.want)
+		}
+	}
+	if s.Len() != 3 {
+		t.Fatalf("Len() = %d, want the 2 requeued jobs and the delayed one", s.Len())
+	}
+}
