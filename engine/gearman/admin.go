@@ -112,9 +112,10 @@ func (cn *conn) admin(p *codec.Packet) {
 		cn.out = append(cn.out, "OK "...)
 		cn.out = append(cn.out, cn.srv.cfg.Version...)
 		cn.out = append(cn.out, '\n')
-	case is(cmd, "shutdown") && len(w) <= 2:
-		// gearmand 1.1.20 dropped this command; older gearmand and the
-		// protocol document have it, and init scripts use it.
+	case is(cmd, "shutdown") && len(w) <= 2 && cn.srv.cfg.Shutdown != nil:
+		// gearmand 1.1.20 dropped this command (so, unless enabled, it is
+		// unknown here too: anyone who reaches the port could stop the
+		// server); older gearmand and the protocol document have it.
 		graceful := len(w) == 2 && is(w[1], "graceful")
 		if len(w) == 2 && !graceful {
 			cn.out = append(cn.out, errUnknownError...)

@@ -120,16 +120,65 @@ func testAdminReplies(t *testing.T, hooks *listHooks) {
 	}
 }
 
+// TestAdminShutdown: "shutdown" is gearmand 1.1.20's unknown command unless
+// Config.Shutdown enables it, and then it is handed to Config.Shutdown.
 func TestAdminShutdown(t *testing.T) {
-	got := make(chan bool, 1)
-	addr, _ := startServer(t, Config{Shutdown: func(g bool) { got <- g }}, sched.Config{})
-	a := dial(t, addr)
-	a.send([]byte("shutdown graceful\r\n"))
-	if l := a.line(); l != "OK\r\n" {
-		t.Fatalf("%q", l)
+	const unknown = "ERR UNKNOWN_COMMAND Unknown+server+commandshutdown\r\n"
+	tests := []struct {
+		cmd     string
+		enabled bool
+		want    string
+		call    string // what Shutdown hears: "", "now" or "graceful"
+	}{
+		{"shutdown\r\n", false, unknown, ""},
+		{"shutdown graceful\r\n", false, unknown, ""},
+		{"SHUTDOWN GRACEFUL\n", false, "ERR UNKNOWN_COMMAND Unknown+server+commandSHUTDOWN\r\n", ""},
+		{"shutdown\r\n", true, "OK\r\n", "now"},
+		{"shutdown graceful\r\n", true, "OK\r\n", "graceful"},
+		{"Shutdown Graceful\n", true, "OK\r\n", "graceful"},
+		{"shutdown later\r\n", true, "ERR UNKNOWN_ERROR\r\n", ""},
+		{"shutdown graceful now\r\n", true, unknown, ""},
 	}
-	if !<-got {
-		t.Fatal("not graceful")
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q enabled=%v", tt.cmd, tt.enabled), func(t *testing.T) {
+			got := make(chan string, 2)
+			var cfg Config
+			if tt.enabled {
+				cfg.Shutdown = func(graceful bool) {
+					if graceful {
+						got <- "graceful"
+					} else {
+						got <- "now"
+					}
+				}
+			}
+			addr, _ := startServer(t, cfg, sched.Config{})
+			a := dial(t, addr)
+			a.send([]byte(tt.cmd))
+			if l := a.line(); l != tt.want {
+				t.Fatalf("reply %q, want %q", l, tt.want)
+			}
+			// The server keeps serving this connection and new ones.
+			a.send([]byte("version\r\n"))
+			b := dial(t, addr)
+			b.send([]byte("version\r\n"))
+			for _, p := range []*peer{a, b} {
+				if l := p.line(); l != "OK 0.0.0-test\n" {
+					t.Fatalf("version after %q: %q", tt.cmd, l)
+				}
+			}
+			if tt.call == "" { // Shutdown runs on its own goroutine: this catches calls made by now
+				select {
+				case c := <-got:
+					t.Fatalf("Shutdown called (%s)", c)
+				default:
+				}
+				return
+			}
+			if c := <-got; c != tt.call {
+				t.Fatalf("Shutdown heard %s, want %s", c, tt.call)
+			}
+		})
 	}
 }
 

@@ -49,8 +49,9 @@ type Config struct {
 	Version string
 	// Verbose is what the "verbose" admin command reports (gearmand level name).
 	Verbose string
-	// Shutdown is called (once, on its own goroutine) when an admin sends
-	// "shutdown"; graceful asks to let connections finish.
+	// Shutdown is called (on its own goroutine) each time an admin sends
+	// "shutdown" (graceful false) or "shutdown graceful" (true). nil makes
+	// both unknown commands, as they are in gearmand 1.1.20.
 	Shutdown func(graceful bool)
 }
 
