@@ -97,6 +97,7 @@ type options struct {
 	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
 	MaxPacket         int64         // --max-packet (ours), default 64 MiB
 	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
+	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -252,6 +253,9 @@ var optTable = []*optDef{
 	{long: "function-ttl", value: true, dflt: "1h", group: gGeneral,
 		help: "Forget a function that has had no job, no worker and no admin setting (create function, maxqueue) for this long: seconds, or a duration such as 90s, 10m, 1h. 0 keeps every function, as gearmand does. switchyard only.",
 		set:  setFunctionTTL},
+	{long: "admin-shutdown", group: gGeneral,
+		help: "Accept the admin commands 'shutdown' and 'shutdown graceful' from any connection: both stop the server. gearmand 1.1.20 has neither. switchyard only.",
+		set:  setBool(func(o *options) *bool { return &o.AdminShutdown })},
 	{long: "check-args", hidden: true,
 		set: setBool(func(o *options) *bool { return &o.CheckArgs })},
 

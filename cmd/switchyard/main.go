@@ -91,12 +91,14 @@ func run(args []string) int {
 		Keepalive:    o.Keepalive,
 		Version:      version,
 		Verbose:      o.Verbose,
-		Shutdown: func(graceful bool) {
+	}
+	if o.AdminShutdown {
+		cfg.Shutdown = func(graceful bool) {
 			select {
 			case stop <- graceful:
 			default:
 			}
-		},
+		}
 	}
 	if o.KeepaliveIdle > 0 {
 		cfg.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
