@@ -363,8 +363,12 @@ func (cn *conn) sendOutbox() {
 	}
 }
 
-// Wake implements sched.Waker: a sleeping worker gets a NOOP.
+// Wake implements sched.Waker: a sleeping worker gets a NOOP, unless a
+// drain hands out no more work.
 func (cn *conn) Wake(origin any) {
+	if cn.srv.draining.Load() {
+		return
+	}
 	if cn.local(origin) {
 		cn.out = appendNoop(cn.out)
 		return

@@ -85,7 +85,9 @@ func (cn *conn) packet(p *codec.Packet) {
 		cn.asWorker().Reset()
 	case codec.PreSleep:
 		w := cn.asWorker()
-		if w.Sleep() {
+		// While draining, sleep for good: a NOOP would only bring a
+		// GRAB_JOB that gets NO_JOB, and then PRE_SLEEP again.
+		if !cn.srv.draining.Load() && w.Sleep() {
 			cn.out = appendNoop(cn.out)
 		} else {
 			// gearmand drops a sleeping worker's job timeout, so a job it
@@ -235,7 +237,10 @@ func boolDigit(b bool) byte {
 }
 
 func (cn *conn) grab(t codec.Type) {
-	j := cn.asWorker().Grab()
+	var j *sched.Job
+	if !cn.srv.draining.Load() { // a drain hands out no new work
+		j = cn.asWorker().Grab()
+	}
 	if j == nil {
 		cn.out = codec.AppendHeader(cn.out, codec.Res, codec.NoJob, 0)
 		return

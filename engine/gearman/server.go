@@ -75,6 +75,8 @@ type Server struct {
 	loops map[gnet.EventLoop]*loop
 	wakes atomic.Int64 // cross-goroutine hand-offs that cost a gnet wake
 	hooks atomic.Pointer[listHooks]
+
+	draining atomic.Bool // Drain was called: no new connections, no new work
 }
 
 // New prepares a server; Start binds and runs it.
@@ -224,13 +226,9 @@ func checkAddrs(addrs []string) error {
 func boundAddrs(eng gnet.Engine, protoAddrs []string) ([]net.Addr, error) {
 	out := make([]net.Addr, 0, len(protoAddrs))
 	for _, pa := range protoAddrs {
-		network, addr, ok := strings.Cut(pa, "://")
-		if !ok {
-			return nil, fmt.Errorf("gearman: address %q has no scheme", pa)
-		}
-		switch network {
-		case "tcp4", "tcp6":
-			network = "tcp" // as gnet records it once bound
+		network, addr, err := gnetListener(pa)
+		if err != nil {
+			return nil, err
 		}
 		fd, err := eng.DupListener(network, addr)
 		if err != nil {
@@ -248,6 +246,20 @@ func boundAddrs(eng gnet.Engine, protoAddrs []string) ([]net.Addr, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// gnetListener returns the network and address under which gnet knows the
+// listener of a Config.Addrs entry, for Engine.DupListener.
+func gnetListener(pa string) (network, addr string, err error) {
+	network, addr, ok := strings.Cut(pa, "://")
+	if !ok {
+		return "", "", fmt.Errorf("gearman: address %q has no scheme", pa)
+	}
+	switch network {
+	case "tcp4", "tcp6":
+		network = "tcp" // as gnet records it once bound
+	}
+	return network, addr, nil
 }
 
 func sockaddrAddr(sa unix.Sockaddr) (net.Addr, error) {
@@ -271,6 +283,10 @@ func sockaddrAddr(sa unix.Sockaddr) (net.Addr, error) {
 
 // OnOpen implements gnet.EventHandler.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if s.draining.Load() {
+		// Accepted before the listeners closed, or they could not be.
+		return nil, gnet.Close
+	}
 	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
 	cn.exceptions.Store(s.cfg.Exceptions)
 	c.SetContext(cn)
