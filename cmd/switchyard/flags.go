@@ -64,6 +64,9 @@ const (
 	defaultVerbose   = "ERROR"
 	defaultLogFile   = "stderr"
 	defaultQueueType = "builtin"
+	// defaultShutdownTimeout is how long "shutdown graceful" waits for
+	// running jobs.
+	defaultShutdownTimeout = 30 * time.Second
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -98,6 +101,7 @@ type options struct {
 	MaxPacket         int64         // --max-packet (ours), default 64 MiB
 	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
+	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -254,8 +258,11 @@ var optTable = []*optDef{
 		help: "Forget a function that has had no job, no worker and no admin setting (create function, maxqueue) for this long: seconds, or a duration such as 90s, 10m, 1h. 0 keeps every function, as gearmand does. switchyard only.",
 		set:  setFunctionTTL},
 	{long: "admin-shutdown", group: gGeneral,
-		help: "Accept the admin commands 'shutdown' and 'shutdown graceful' from any connection: both stop the server. gearmand 1.1.20 has neither. switchyard only.",
+		help: "Accept the admin commands 'shutdown' (stop now) and 'shutdown graceful' (stop accepting connections, let running jobs finish, then stop) from any connection. gearmand 1.1.20 has neither. switchyard only.",
 		set:  setBool(func(o *options) *bool { return &o.AdminShutdown })},
+	{long: "shutdown-timeout", value: true, dflt: "30s", group: gGeneral,
+		help: "How long 'shutdown graceful' waits for running jobs to finish before it stops anyway: seconds, or a duration such as 90s, 10m, 1h. switchyard only.",
+		set:  setShutdownTimeout},
 	{long: "check-args", hidden: true,
 		set: setBool(func(o *options) *bool { return &o.CheckArgs })},
 
@@ -397,6 +404,26 @@ func setMaxPacket(s *parseState, v string) error {
 }
 
 func setFunctionTTL(s *parseState, v string) error {
+	d, ok := parseDuration(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)", v)
+	}
+	s.o.FunctionTTL = d
+	return nil
+}
+
+func setShutdownTimeout(s *parseState, v string) error {
+	d, ok := parseDuration(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)", v)
+	}
+	s.o.ShutdownTimeout = d
+	return nil
+}
+
+// parseDuration parses a whole number of seconds or a Go duration ("90s",
+// "1h30m"), not negative.
+func parseDuration(v string) (time.Duration, bool) {
 	d, err := time.ParseDuration(v)
 	if n, ok := parseDecimal(v); ok {
 		d, err = time.Duration(n)*time.Second, nil
@@ -404,11 +431,7 @@ func setFunctionTTL(s *parseState, v string) error {
 			err = errInvalid
 		}
 	}
-	if err != nil || d < 0 {
-		return usagef("the argument ('%s') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)", v)
-	}
-	s.o.FunctionTTL = d
-	return nil
+	return d, err == nil && d >= 0
 }
 
 const maxDuration = time.Duration(1<<63 - 1)
@@ -734,6 +757,7 @@ func defaultOptions() *options {
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
 		FunctionTTL:       time.Hour,
+		ShutdownTimeout:   defaultShutdownTimeout,
 	}
 }
 

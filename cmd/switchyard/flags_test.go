@@ -66,6 +66,7 @@ func TestDefaults(t *testing.T) {
 		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
 		QueueType: "builtin", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
+		ShutdownTimeout: 30 * time.Second,
 	}
 	checkOptions(t, o, exp)
 }
@@ -204,6 +205,9 @@ func TestParseArgs(t *testing.T) {
 		{"--function-ttl=duration", []string{"--function-ttl=10m"}, nil, want(func(o *options) { o.FunctionTTL = 10 * time.Minute })},
 		{"--function-ttl 0 keeps all", []string{"--function-ttl", "0"}, nil, want(func(o *options) { o.FunctionTTL = 0 })},
 		{"--admin-shutdown", []string{"--admin-shutdown"}, nil, want(func(o *options) { o.AdminShutdown = true })},
+		{"--shutdown-timeout seconds", []string{"--shutdown-timeout", "1"}, nil, want(func(o *options) { o.ShutdownTimeout = time.Second })},
+		{"--shutdown-timeout=duration", []string{"--shutdown-timeout=1m30s"}, nil, want(func(o *options) { o.ShutdownTimeout = 90 * time.Second })},
+		{"--shutdown-timeout 0", []string{"--shutdown-timeout", "0"}, nil, want(func(o *options) { o.ShutdownTimeout = 0 })},
 
 		// Grouped short options, as boost allows.
 		{"-dR", []string{"-dR"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
@@ -219,13 +223,13 @@ func TestParseArgs(t *testing.T) {
 			"--exceptions", "-l", "none", "-P", "/x.pid", "-d", "--verbose", "INFO", "-b", "64", "--keepalive",
 			"--keepalive-idle", "30", "--keepalive-interval", "5", "--keepalive-count", "4", "-u", "nobody",
 			"-q", "builtin", "-f", "4096", "--max-packet", "1M", "--config-file", "",
-			"--admin-shutdown",
+			"--admin-shutdown", "--shutdown-timeout", "5",
 		}, nil, want(func(o *options) {
 			o.Port, o.Listen, o.Threads, o.JobRetries, o.WorkerWakeup, o.RoundRobin = "4731", "127.0.0.1", 2, 3, 1, true
 			o.JobHandlePrefix, o.Exceptions, o.LogFile, o.PidFile, o.Daemon, o.Verbose = "P", true, "none", "/x.pid", true, "INFO"
 			o.Backlog, o.Keepalive, o.KeepaliveIdle, o.KeepaliveInterval, o.KeepaliveCount = 64, true, 30, 5, 4
 			o.User, o.FileDescriptors, o.MaxPacket, o.ConfigFile = "nobody", 4096, 1<<20, ""
-			o.AdminShutdown = true
+			o.AdminShutdown, o.ShutdownTimeout = true, 5*time.Second
 		})},
 	}
 	for _, tc := range tests {
@@ -391,6 +395,10 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--max-packet", "5G"}, nil, "the argument ('5G') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
 		{[]string{"--max-packet", "4294967297"}, nil, "the argument ('4294967297') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
 		{[]string{"--max-packet", "1.5M"}, nil, "the argument ('1.5M') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--shutdown-timeout", "-1"}, nil, "the argument ('-1') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},
+		{[]string{"--shutdown-timeout", "-5s"}, nil, "the argument ('-5s') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},
+		{[]string{"--shutdown-timeout", "soon"}, nil, "the argument ('soon') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},
+		{[]string{"--shutdown-timeout", "99999999999999999"}, nil, "the argument ('99999999999999999') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},
 		{[]string{"--admin-shutdown=1"}, nil, "option '--admin-shutdown' does not take any arguments"},
 		{[]string{"--admin-shutdown", "--admin-shutdown"}, nil, "option '--admin-shutdown' cannot be specified more than once"},
 		{[]string{"--verbose", "bad"}, nil, "Invalid value for --verbose supplied"},
@@ -656,7 +664,7 @@ func TestUsage(t *testing.T) {
 		"  -t [ --threads ] arg (=0)", "gearmand's default is 4",
 		"  -l [ --log-file ] arg (=stderr)", "  -P [ --pid-file ] arg  ",
 		"  --max-packet arg (=64M)", "  -p [ --port ] arg (=4730)", "GEARMAND_PORT",
-		"  --admin-shutdown  ",
+		"  --admin-shutdown  ", "  --shutdown-timeout arg (=30s)",
 		"\nHTTP:\n", "\nGear:\n", "\nMySQL:\n", "  --config-file arg (=/etc/gearmand.conf)\n",
 	} {
 		if !strings.Contains(help, s) {

@@ -143,6 +143,9 @@ func run(args []string) int {
 		log.Info("shutting down", zap.String("signal", got.String()))
 	case graceful := <-stop:
 		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
+		if graceful {
+			finishRunningJobs(srv, o.ShutdownTimeout, sig, stop, log)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
@@ -151,6 +154,38 @@ func run(args []string) int {
 	}
 	log.Info("shutdown complete")
 	return 0
+}
+
+// finishRunningJobs is "shutdown graceful": no new connections and no new
+// work until the running jobs have finished, for at most timeout. A signal
+// or a plain "shutdown" meanwhile cuts it short, as either would stop a
+// running server.
+func finishRunningJobs(srv *gearman.Server, timeout time.Duration, sig <-chan os.Signal, stop <-chan bool, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Drain(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				log.Warn("stopping with jobs still running", zap.Stringer("shutdown-timeout", timeout))
+			} else {
+				log.Info("no job running")
+			}
+			return
+		case got := <-sig:
+			log.Info("stopping at once", zap.String("signal", got.String()))
+		case graceful := <-stop:
+			if graceful {
+				continue // already draining
+			}
+			log.Info("stopping at once on admin request")
+		}
+		cancel()
+		<-done // Stop must not run concurrently with Drain
+		return
+	}
 }
 
 // newLogger builds the zap logger for -l/--log-file and --verbose.
