@@ -408,14 +408,65 @@ func TestRunTimeout(t *testing.T) {
 	if k.n.Load() != 1 {
 		t.Fatal("timeout did not requeue and wake")
 	}
-	if err := w1.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
-		t.Fatalf("late worker's result: %v, want ErrNotFound", err)
-	}
 	if w1.Running() != 0 {
 		t.Fatal("late worker still holds the job")
 	}
 	if j := w2.Grab(); j == nil || j.ID() != id {
 		t.Fatal("timed-out job not handed out again")
+	}
+	// The first attempt finishes first: its result is the job's, and the
+	// second attempt's is not wanted.
+	if err := w1.Update(id, &Update{Kind: Complete, Data: []byte("late")}); err != nil {
+		t.Fatalf("late worker's result: %v", err)
+	}
+	if err := w2.Update(id, &Update{Kind: Complete, Data: []byte("second")}); err != ErrNotFound {
+		t.Fatalf("second attempt's result: %v, want ErrNotFound", err)
+	}
+	if got := r.events(); len(got) != 1 || got[0] != fmt.Sprintf("%d:%d:late", id, Complete) {
+		t.Fatalf("client heard %v", got)
+	}
+	if w2.Running() != 0 || s.Len() != 0 {
+		t.Fatalf("job still held (%d) or live (%d)", w2.Running(), s.Len())
+	}
+}
+
+// A late result for a timed-out job that nobody took again ends it in the
+// queue; one from a worker that never held the job, or held it before the
+// last timeout, does not count.
+func TestLateResultOfQueuedJob(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk})
+	r := &recorder{}
+	c := s.NewClient(r)
+	w1, w2, other := s.NewWorker(&waker{}), s.NewWorker(&waker{}), s.NewWorker(&waker{})
+	for _, w := range []*Worker{w1, w2} {
+		w.CanDo([]byte("f"), time.Second)
+	}
+	id := submit(t, c, "f", "", "x", Normal, false)
+	w1.Grab()
+	s.Advance(clk.pass(2 * time.Second)) // w1 overran: queued again
+	w2.Grab()
+	s.Advance(clk.pass(2 * time.Second)) // w2 overran too: w2 is the late one now
+	for _, w := range []*Worker{other, w1} {
+		if err := w.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+			t.Fatalf("result from a worker that is not the late one: %v", err)
+		}
+	}
+	if !s.Status(id).Known || s.Status(id).Running {
+		t.Fatalf("status %+v, want queued", s.Status(id))
+	}
+	if err := w2.Update(id, &Update{Kind: Data, Data: []byte("d")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Update(id, &Update{Kind: Complete, Data: []byte("done")}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 0 || w1.Grab() != nil {
+		t.Fatal("a finished job is still queued")
+	}
+	want := []string{fmt.Sprintf("%d:%d:d", id, Data), fmt.Sprintf("%d:%d:done", id, Complete)}
+	if got := r.events(); !slices.Equal(got, want) {
+		t.Fatalf("client heard %v, want %v", got, want)
 	}
 }
 

@@ -46,7 +46,7 @@ func (s *Sched) Advance(now time.Time) {
 			w := j.worker
 			sh.mu.Unlock()
 			if w != nil {
-				s.retry(j, w)
+				s.retry(j, w, true)
 			}
 		}
 	}

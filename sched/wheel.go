@@ -17,6 +17,7 @@ type timer struct {
 	expire     int64 // absolute tick
 	kind       timerKind
 	job        *Job
+	late       *Worker // whose run timeout the job last overran
 	armed      bool
 }
 

@@ -316,7 +316,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	sh := w.s.shardOf(id)
 	sh.mu.Lock()
 	j := sh.job(id)
-	if j == nil || j.worker != w || j.state != stateRunning {
+	if j == nil || !j.reportedBy(w) {
 		sh.mu.Unlock()
 		return ErrNotFound
 	}
@@ -326,7 +326,12 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	}
 	ls := collect(w.scratch[:0], j, u.Kind.Terminal())
 	if u.Kind.Terminal() {
-		w.s.finish(sh, j)
+		if j.state == stateQueued { // a late result: it need not run again
+			j.fn.queues[j.prio].remove(j)
+			sh.forget(j)
+		} else {
+			w.s.finish(sh, j)
+		}
 	}
 	sh.mu.Unlock()
 	notifyAll(ls, id, u)
@@ -336,6 +341,21 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		w.s.forgetStored(j)
 	}
 	return nil
+}
+
+// reportedBy says whether w may report on j: it holds j, or it is the
+// worker whose run timeout j last overran and j has not ended. A timeout
+// sends the job to be tried again, but the first attempt is not void: if
+// it finishes first, its result is the job's, and whoever runs the job
+// then gets ErrNotFound instead. Caller holds j's shard lock.
+func (j *Job) reportedBy(w *Worker) bool {
+	switch j.state {
+	case stateRunning:
+		return j.worker == w || j.timer != nil && j.timer.late == w
+	case stateQueued:
+		return j.timer != nil && j.timer.late == w
+	}
+	return false
 }
 
 // finish removes a running job for good. Caller holds sh.mu.
@@ -358,12 +378,13 @@ func (w *Worker) Close() {
 		if j == nil {
 			return
 		}
-		w.s.retry(j, w)
+		w.s.retry(j, w, false)
 	}
 }
 
-// retry takes a running job back from worker w (gone or too slow).
-func (s *Sched) retry(j *Job, w *Worker) {
+// retry takes a running job back from worker w: gone, or too slow
+// (timedOut), in which case w may still report its result.
+func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 	sh := s.shardOf(j.id)
 	var wake wakeList
 	var failed []*Client
@@ -374,6 +395,9 @@ func (s *Sched) retry(j *Job, w *Worker) {
 	}
 	j.stopClock(&sh.wheel)
 	j.release()
+	if timedOut {
+		j.timer.late = w
+	}
 	f := j.fn
 	f.running--
 	j.retries++

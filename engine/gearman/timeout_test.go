@@ -25,37 +25,46 @@ func (c *stepClock) pass(d time.Duration) time.Time {
 	return c.now
 }
 
-// TestCanDoTimeout: a job that overruns CAN_DO_TIMEOUT is requeued and the
-// late worker's result gets JOB_NOT_FOUND, unless the worker sent PRE_SLEEP
-// while holding it: gearmand then drops the timeout and the result counts
-// (libgearman's gearman_worker_timeout test depends on that).
+// TestCanDoTimeout: a job that overruns CAN_DO_TIMEOUT is offered to the
+// next worker, but the late worker's result still counts if it comes
+// first (gearmand answers it JOB_NOT_FOUND), and the other attempt's result
+// then gets JOB_NOT_FOUND. A worker that sent PRE_SLEEP while holding the
+// job has no timeout on it any more, as in gearmand.
 func TestCanDoTimeout(t *testing.T) {
-	for _, sleep := range []bool{false, true} {
-		name := map[bool]string{false: "requeued", true: "pre_sleep keeps it"}[sleep]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []string{"late result counts", "first result wins", "pre_sleep keeps it"} {
+		t.Run(tc, func(t *testing.T) {
 			clk := &stepClock{now: time.Unix(1000, 0)}
 			addr, srv := startServer(t, Config{}, sched.Config{Clock: clk, Tick: -1})
-			c, w := dial(t, addr), dial(t, addr)
-			w.send(req(codec.CanDoTimeout, "f", "1000"))
+			c, w1, w2 := dial(t, addr), dial(t, addr), dial(t, addr)
+			w1.send(req(codec.CanDoTimeout, "f", "1000"))
+			w2.send(req(codec.CanDo, "f"))
 			c.send(req(codec.SubmitJob, "f", "", "sleep"))
 			h := c.handle()
-			w.send(req(codec.GrabJob))
-			w.expect(res(codec.JobAssign, h, "f", "sleep"))
-			if sleep {
-				w.send(req(codec.PreSleep))
+			w1.send(req(codec.GrabJob))
+			w1.expect(res(codec.JobAssign, h, "f", "sleep"))
+			if tc == "pre_sleep keeps it" {
+				w1.send(req(codec.PreSleep))
 			}
-			w.send(req(codec.EchoReq, "sync")) // PRE_SLEEP is handled once this returns
-			w.expect(res(codec.EchoRes, "sync"))
+			w1.send(req(codec.EchoReq, "sync")) // PRE_SLEEP is handled once this returns
+			w1.expect(res(codec.EchoRes, "sync"))
 
 			srv.sched.Advance(clk.pass(2 * time.Second))
-			w.send(req(codec.WorkComplete, h, "slept"))
-			if sleep {
-				c.expect(res(codec.WorkComplete, h, "slept"))
-				return
+			switch tc {
+			case "first result wins":
+				w2.send(req(codec.GrabJob))
+				w2.expect(res(codec.JobAssign, h, "f", "sleep"))
+			case "pre_sleep keeps it":
+				w2.send(req(codec.GrabJob)) // still w1's
+				w2.expect(res(codec.NoJob))
 			}
-			w.expect(codec.AppendError(nil, "JOB_NOT_FOUND", "Job given in work result not found"))
-			c.send(req(codec.GetStatus, h))
-			c.expect(res(codec.StatusRes, h, "1", "0", "0", "0"))
+			w1.send(req(codec.WorkComplete, h, "slept"))
+			c.expect(res(codec.WorkComplete, h, "slept"))
+			if tc == "first result wins" {
+				w2.send(req(codec.WorkComplete, h, "again"))
+				w2.expect(codec.AppendError(nil, "JOB_NOT_FOUND", "Job given in work result not found"))
+			}
+			w2.send(req(codec.GrabJob)) // ended: nothing left to run
+			w2.expect(res(codec.NoJob))
 		})
 	}
 }
