@@ -24,7 +24,8 @@
 //     its Waker once new work may be there; the frontend then pulls in its
 //     own context. Pull with wake-ups is the one model for every protocol.
 //   - Timers: a run timeout (CAN_DO_TIMEOUT) requeues a job as a retry, and
-//     the overrunning worker may still report: the first result wins; a
+//     the overrunning worker may still report: the first result wins, the
+//     other attempts' are dropped (Worker.Update returns nil); a
 //     delayed job (SUBMIT_JOB_EPOCH) enters its list when due and wakes
 //     sleepers. One ticker (or the caller, via Advance) drives every wheel.
 //     Time comes from a Clock: timers run on its monotonic Now, and a

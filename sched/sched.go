@@ -227,6 +227,14 @@ func (sh *shard) forget(j *Job) {
 		j.fn.forgetUnique(k)
 	}
 	j.state = stateDone
+	if j.timer != nil {
+		for _, w := range j.timer.late {
+			if w != j.worker {
+				w.addEnded(j.id) // its result, if it comes, is dropped
+			}
+		}
+		j.timer.late = nil
+	}
 	if j.owned && sh.release != nil {
 		sh.release(j.payload)
 		j.payload = nil

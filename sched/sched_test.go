@@ -419,8 +419,8 @@ func TestRunTimeout(t *testing.T) {
 	if err := w1.Update(id, &Update{Kind: Complete, Data: []byte("late")}); err != nil {
 		t.Fatalf("late worker's result: %v", err)
 	}
-	if err := w2.Update(id, &Update{Kind: Complete, Data: []byte("second")}); err != ErrNotFound {
-		t.Fatalf("second attempt's result: %v, want ErrNotFound", err)
+	if err := w2.Update(id, &Update{Kind: Complete, Data: []byte("second")}); err != nil {
+		t.Fatalf("second attempt's result: %v, want it dropped quietly", err)
 	}
 	if got := r.events(); len(got) != 1 || got[0] != fmt.Sprintf("%d:%d:late", id, Complete) {
 		t.Fatalf("client heard %v", got)
@@ -431,8 +431,9 @@ func TestRunTimeout(t *testing.T) {
 }
 
 // A late result for a timed-out job that nobody took again ends it in the
-// queue; one from a worker that never held the job, or held it before the
-// last timeout, does not count.
+// queue. Every worker the job overran may report until it ends; after
+// that their results are dropped without an error, and a worker that never
+// held the job gets ErrNotFound.
 func TestLateResultOfQueuedJob(t *testing.T) {
 	clk := newFakeClock()
 	s := newTest(t, Config{Clock: clk})
@@ -446,11 +447,9 @@ func TestLateResultOfQueuedJob(t *testing.T) {
 	w1.Grab()
 	s.Advance(clk.pass(2 * time.Second)) // w1 overran: queued again
 	w2.Grab()
-	s.Advance(clk.pass(2 * time.Second)) // w2 overran too: w2 is the late one now
-	for _, w := range []*Worker{other, w1} {
-		if err := w.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
-			t.Fatalf("result from a worker that is not the late one: %v", err)
-		}
+	s.Advance(clk.pass(2 * time.Second)) // w2 overran too
+	if err := other.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+		t.Fatalf("result from a worker that never held the job: %v", err)
 	}
 	if !s.Status(id).Known || s.Status(id).Running {
 		t.Fatalf("status %+v, want queued", s.Status(id))
@@ -463,6 +462,17 @@ func TestLateResultOfQueuedJob(t *testing.T) {
 	}
 	if s.Len() != 0 || w1.Grab() != nil {
 		t.Fatal("a finished job is still queued")
+	}
+	// w1's attempt ended with the job: its words are dropped, once.
+	for _, u := range []UpdateKind{Status, Complete} {
+		if err := w1.Update(id, &Update{Kind: u}); err != nil {
+			t.Fatalf("superseded attempt's %d: %v", u, err)
+		}
+	}
+	for _, w := range []*Worker{w1, w2} {
+		if err := w.Update(id, &Update{Kind: Complete}); err != ErrNotFound {
+			t.Fatalf("a second final word: %v, want ErrNotFound", err)
+		}
 	}
 	want := []string{fmt.Sprintf("%d:%d:d", id, Data), fmt.Sprintf("%d:%d:done", id, Complete)}
 	if got := r.events(); !slices.Equal(got, want) {
@@ -973,5 +983,17 @@ func TestRunning(t *testing.T) {
 	}
 	if s.Len() != 3 {
 		t.Fatalf("Len() = %d, want the 2 requeued jobs and the delayed one", s.Len())
+	}
+}
+
+// The jobs a worker remembers as finished by another attempt are bounded.
+func TestEndedBounded(t *testing.T) {
+	s := newTest(t, Config{})
+	w := s.NewWorker(&waker{})
+	for id := uint64(1); id <= 3*maxEnded; id++ {
+		w.addEnded(id)
+	}
+	if len(w.ended) != maxEnded || w.ended[0] != 2*maxEnded+1 {
+		t.Fatalf("%d remembered, oldest %d", len(w.ended), w.ended[0])
 	}
 }

@@ -17,7 +17,7 @@ type timer struct {
 	expire     int64 // absolute tick
 	kind       timerKind
 	job        *Job
-	late       *Worker // whose run timeout the job last overran
+	late       []*Worker // workers whose run timeout the job overran, see reportedBy
 	armed      bool
 }
 

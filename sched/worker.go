@@ -80,9 +80,12 @@ type Worker struct {
 	byName    map[string]*ability // made once a worker has manyAbilities
 	state     atomic.Int32
 
-	mu    sync.Mutex // guards the held list; taken after a shard lock
+	mu    sync.Mutex // guards the held list and ended; taken after a shard lock
 	held  *Job
 	nheld int
+	// ended holds jobs this worker ran that another attempt finished (after
+	// a run timeout): its own result for them is dropped without an error.
+	ended []uint64
 
 	scratch []*Client
 }
@@ -318,6 +321,9 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	j := sh.job(id)
 	if j == nil || !j.reportedBy(w) {
 		sh.mu.Unlock()
+		if w.forgetEnded(id, u.Kind.Terminal()) {
+			return nil
+		}
 		return ErrNotFound
 	}
 	if u.Kind == Status {
@@ -326,10 +332,17 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	}
 	ls := collect(w.scratch[:0], j, u.Kind.Terminal())
 	if u.Kind.Terminal() {
-		if j.state == stateQueued { // a late result: it need not run again
+		if j.timer != nil { // w has had its say (see Sched.forget)
+			j.timer.late = slices.DeleteFunc(j.timer.late, func(x *Worker) bool { return x == w })
+		}
+		switch {
+		case j.state == stateQueued: // a late result: it need not run again
 			j.fn.queues[j.prio].remove(j)
 			sh.forget(j)
-		} else {
+		case j.worker != w: // a late result: the second attempt is not wanted
+			j.worker.addEnded(j.id)
+			w.s.finish(sh, j)
+		default:
 			w.s.finish(sh, j)
 		}
 	}
@@ -343,19 +356,55 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	return nil
 }
 
-// reportedBy says whether w may report on j: it holds j, or it is the
-// worker whose run timeout j last overran and j has not ended. A timeout
-// sends the job to be tried again, but the first attempt is not void: if
-// it finishes first, its result is the job's, and whoever runs the job
-// then gets ErrNotFound instead. Caller holds j's shard lock.
+// reportedBy says whether w may report on j: it holds j, or j overran
+// w's run timeout and has not ended. A timeout sends the job to be tried
+// again, but the attempt that overran is not void: the first attempt to
+// finish gives the job's result, and the others' results are dropped
+// (see Worker.ended). Caller holds j's shard lock.
 func (j *Job) reportedBy(w *Worker) bool {
 	switch j.state {
 	case stateRunning:
-		return j.worker == w || j.timer != nil && j.timer.late == w
+		return j.worker == w || j.overran(w)
 	case stateQueued:
-		return j.timer != nil && j.timer.late == w
+		return j.overran(w)
 	}
 	return false
+}
+
+func (j *Job) overran(w *Worker) bool {
+	return j.timer != nil && slices.Contains(j.timer.late, w)
+}
+
+// maxLate bounds the workers a job remembers as having overran it, and
+// maxEnded the jobs a worker remembers as finished by another attempt: a
+// job that overruns every worker, or a worker that never reports, costs a
+// bounded amount. Past them, a late result gets ErrNotFound as in gearmand.
+const (
+	maxLate  = 8
+	maxEnded = 64
+)
+
+// addEnded records that another attempt finished job id. Caller holds the
+// job's shard lock.
+func (w *Worker) addEnded(id uint64) {
+	w.mu.Lock()
+	if len(w.ended) == maxEnded {
+		w.ended = append(w.ended[:0], w.ended[1:]...)
+	}
+	w.ended = append(w.ended, id)
+	w.mu.Unlock()
+}
+
+// forgetEnded reports whether another attempt finished job id, and with
+// last forgets it: w's final word on it has come.
+func (w *Worker) forgetEnded(id uint64, last bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := slices.Index(w.ended, id)
+	if i >= 0 && last {
+		w.ended = slices.Delete(w.ended, i, i+1)
+	}
+	return i >= 0
 }
 
 // finish removes a running job for good. Caller holds sh.mu.
@@ -395,8 +444,11 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 	}
 	j.stopClock(&sh.wheel)
 	j.release()
-	if timedOut {
-		j.timer.late = w
+	if timedOut && !j.overran(w) {
+		if len(j.timer.late) == maxLate {
+			j.timer.late = append(j.timer.late[:0], j.timer.late[1:]...)
+		}
+		j.timer.late = append(j.timer.late, w)
 	}
 	f := j.fn
 	f.running--

@@ -108,3 +108,36 @@ func TestE2EPerlTasksetTwoWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EPerlWorkerTimeout is p-alik/perl-Gearman's t/14-sleep.t in small:
+// two workers whose timeout (1 s) every job overruns. The client gets the
+// first attempt's result and no worker dies of a JOB_NOT_FOUND for the
+// other attempt. gearmand answers every late result JOB_NOT_FOUND, kills
+// the workers that way and never ends the job (t/14-sleep.t hangs there).
+func TestE2EPerlWorkerTimeout(t *testing.T) {
+	if isGearmand(t) {
+		t.Skip("gearmand never ends a job that overruns every worker's timeout")
+	}
+	t.Parallel()
+	perl, client := requirePerl(t, "perl_client.pl")
+	_, sleeper := requirePerl(t, "perl_sleeper.pl")
+	addr, port, _ := startServer(t)
+	p := strconv.Itoa(port)
+	w1 := startProc(t, "", perl, sleeper, p)
+	w2 := startProc(t, "", perl, sleeper, p)
+	waitWorkers(t, addr, "sleep", 2)
+	for i := 0; i < 2; i++ {
+		if out := mustRun(t, "", perl, client, p, "sleep", "2"); out != "sleep: slept\n" {
+			t.Fatalf("job %d: %q", i, out)
+		}
+	}
+	// Both attempts of the last job are over once each worker has said so.
+	waitUntil(t, e2eWaitTimeout, "every attempt to end", func() (bool, string) {
+		n := strings.Count(w1.stdout.String(), "slept") + strings.Count(w2.stdout.String(), "slept")
+		return n >= 4, fmt.Sprintf("%d attempts ended", n)
+	})
+	if !w1.running() || !w2.running() {
+		t.Fatalf("a worker died:\n%s\n%s", w1.stderr.String(), w2.stderr.String())
+	}
+	waitWorkers(t, addr, "sleep", 2)
+}

@@ -621,11 +621,13 @@ func TestCanDoTimeoutRequeues(t *testing.T) {
 	fast.send(req(codec.GrabJob))
 	fast.expect(res(codec.JobAssign, h, "f", "x"))
 	// The slow attempt ends first: its result is the job's (gearmand's
-	// would be JOB_NOT_FOUND) and the second attempt's is not wanted.
+	// would be JOB_NOT_FOUND) and the second attempt's is dropped quietly.
 	slow.send(req(codec.WorkComplete, h, "late"))
 	c.expect(res(codec.WorkComplete, h, "late"))
-	fast.send(req(codec.WorkComplete, h, "ok"))
-	fast.expect([]byte("\x00RES\x00\x00\x00\x13\x00\x00\x00\x30JOB_NOT_FOUND\x00Job given in work result not found"))
+	fast.send(req(codec.WorkComplete, h, "ok"), req(codec.EchoReq, "quiet"))
+	fast.expect(res(codec.EchoRes, "quiet"))
+	c.send(req(codec.EchoReq, "once"))
+	c.expect(res(codec.EchoRes, "once"))
 }
 
 func TestClientGoneDropsQueuedJob(t *testing.T) {

@@ -8,6 +8,7 @@
 #   perl_client.pl PORT fail             do_task of a job the worker fails
 #   perl_client.pl PORT taskset N        N tasks in one taskset
 #   perl_client.pl PORT server-status    get_job_server_status ("status")
+#   perl_client.pl PORT sleep N          do_task sleep N (perl_sleeper.pl)
 use strict;
 use warnings;
 use Gearman::Client;
@@ -43,6 +44,9 @@ if ($mode eq 'do') {
     my $failed = 0;
     my $res = $client->do_task('fail', 'x', {on_fail => sub { $failed++ }});
     print "fail: ", (defined $res ? $$res : 'undef'), " on_fail=$failed\n";
+} elsif ($mode eq 'sleep') {
+    my $res = $client->do_task('sleep', $args[0]);
+    print "sleep: ", (defined $res ? $$res : 'undef'), "\n";
 } elsif ($mode eq 'taskset') {
     my $n = $args[0];
     my %res;
