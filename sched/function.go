@@ -176,29 +176,3 @@ func (sh *shard) shrink() {
 	}
 	sh.funcs, sh.peak = m, len(m)
 }
-
-// sweep runs ForgetIdle about eight times per TTL (at most once a minute,
-// at least every 10ms), and sleeps while no function is idle.
-func (s *Sched) sweep() {
-	defer s.done.Done()
-	every := min(max(s.ttl/8, 10*time.Millisecond), time.Minute)
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		if s.idle.armed.Load() == 0 {
-			t.Stop()
-			select {
-			case <-s.stop:
-				return
-			case <-s.idle.kick:
-			}
-		}
-		t.Reset(every)
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.ForgetIdle(s.clock.Now())
-		}
-	}
-}

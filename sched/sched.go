@@ -126,11 +126,14 @@ func New(cfg Config) *Sched {
 		s.shards[i].wheel.count = s.timers
 	}
 	if s.tick > 0 {
+		// One ticker advances every wheel; another forgets idle functions
+		// about eight times per TTL (at most once a minute).
 		s.done.Add(1)
-		go s.run()
+		go s.every(s.tick, s.timers, func() { s.Advance(s.clock.Now()) })
 		if s.ttl > 0 {
 			s.done.Add(1)
-			go s.sweep()
+			go s.every(min(max(s.ttl/8, 10*time.Millisecond), time.Minute), &s.idle,
+				func() { s.ForgetIdle(s.clock.Now()) })
 		}
 	}
 	return s
@@ -146,25 +149,27 @@ func (s *Sched) Close() {
 	s.done.Wait()
 }
 
-func (s *Sched) run() {
+// every calls fn each d while c counts anything, sleeps while it counts
+// nothing, and returns once the scheduler is closed.
+func (s *Sched) every(d time.Duration, c *timerCount, fn func()) {
 	defer s.done.Done()
-	t := time.NewTicker(s.tick)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
-		if s.timers.armed.Load() == 0 {
+		if c.armed.Load() == 0 {
 			t.Stop()
 			select {
 			case <-s.stop:
 				return
-			case <-s.timers.kick:
+			case <-c.kick:
 			}
-			t.Reset(s.tick)
+			t.Reset(d)
 		}
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.Advance(s.clock.Now())
+			fn()
 		}
 	}
 }

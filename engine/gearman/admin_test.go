@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	codec "switchyard/codec/gearman"
 	"switchyard/sched"
@@ -309,14 +308,7 @@ func TestListingConnGone(t *testing.T) {
 	a.send([]byte("workers\r\nversion\r\n"))
 	<-started
 	a.c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Conns() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, want only b", srv.Conns())
-		}
-		b.send(req(codec.EchoReq, "poll"))
-		b.expect(res(codec.EchoRes, "poll"))
-	}
+	waitConns(t, srv, 1, b)
 	close(release) // the goroutine finds a closed, and drops the listing
 	srv.hooks.Store(nil)
 	b.send([]byte("workers\r\n"))
@@ -355,12 +347,7 @@ func testListingHalfClose(t *testing.T, offLoop bool) {
 	a.send([]byte(cmds))
 	a.c.(*net.TCPConn).CloseWrite()
 	if offLoop {
-		for deadline := time.Now().Add(5 * time.Second); srv.Conns() > 1; {
-			if time.Now().After(deadline) {
-				t.Fatal("half-closed connection never closed")
-			}
-			time.Sleep(time.Millisecond) // polling for gnet's close
-		}
+		waitConns(t, srv, 1, c)
 		close(release)
 	}
 	for _, w := range want {

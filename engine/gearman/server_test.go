@@ -45,6 +45,19 @@ func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) 
 	return srv.Addrs()[0].String(), srv
 }
 
+// waitConns waits until srv has n connections, pinging through p (one of
+// them) between looks: a close is seen on its loop, not at once.
+func waitConns(t *testing.T, srv *Server, n int, p *peer) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); srv.Conns() != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want %d", srv.Conns(), n)
+		}
+		p.send(req(codec.EchoReq, "poll"))
+		p.expect(res(codec.EchoRes, "poll"))
+	}
+}
+
 // peer is a raw protocol connection with a read deadline on every read.
 type peer struct {
 	t *testing.T
@@ -785,14 +798,7 @@ func TestLargePacketPeerLeaves(t *testing.T) {
 	pkt := req(codec.SubmitJob, "f", "", strings.Repeat("z", 1<<20))
 	c.send(pkt[:len(pkt)/2])
 	c.c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Conns() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, want only the worker's", srv.Conns())
-		}
-		w.send(req(codec.EchoReq, "poll"))
-		w.expect(res(codec.EchoRes, "poll"))
-	}
+	waitConns(t, srv, 1, w)
 	w.send(req(codec.GrabJob))
 	w.expect(res(codec.NoJob))
 }
@@ -832,14 +838,7 @@ func TestSlowReaderIsDropped(t *testing.T) {
 	}
 	w.send(req(codec.EchoReq, "done"))
 	w.expect(res(codec.EchoRes, "done"))
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Conns() != 1 { // only the worker is left
-		if time.Now().After(deadline) {
-			t.Fatalf("slow reader still connected after %d results: %d connections", done, srv.Conns())
-		}
-		w.send(req(codec.EchoReq, "poll"))
-		w.expect(res(codec.EchoRes, "poll"))
-	}
+	waitConns(t, srv, 1, w) // only the worker is left
 }
 
 // TestPeerLeavesMidPacketAfterWaking: a connection whose event woke a
