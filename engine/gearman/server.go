@@ -170,7 +170,9 @@ func (s *Server) Start() error {
 		}
 	}
 	if len(s.gates) > 0 {
-		opts = append(opts, gnet.WithTicker(true)) // see OnTick
+		// See OnTick; and gnet's default RoundRobin balancer is not safe
+		// for the gates' Register calls.
+		opts = append(opts, gnet.WithTicker(true), gnet.WithLoadBalancing(gnet.LeastConnections))
 	}
 	go func() { s.done <- gnet.Rotate(s, addrs, opts...) }()
 	running := s.booted

@@ -119,7 +119,10 @@ func (g *Gate) Addr() net.Addr { return g.ln.Addr() }
 // Start accepts connections and hands them, once their handshake is done,
 // to eng. eng must be running: gnet calls OnBoot before it creates the
 // event loops, and Register fails until they exist. An engine's first
-// OnTick (with gnet.WithTicker) comes after, so it is a safe signal.
+// OnTick (with gnet.WithTicker) comes after, so it is a safe signal. eng
+// must not balance with gnet's default RoundRobin, whose counter Register
+// would update from the gate's goroutines while the engine's acceptor does
+// too (gnet says so): gnet.LeastConnections only reads.
 func (g *Gate) Start(eng gnet.Engine) {
 	g.wg.Add(1)
 	go g.accept(eng)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -96,7 +97,7 @@ type fixture struct {
 // start runs a gnet engine without listeners and a gate on 127.0.0.1:0.
 func start(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	h := &echo{eng: make(chan gnet.Engine, 1), peers: make(chan net.Addr, 16), closed: make(chan struct{}, 16), blobs: make(chan gnet.Conn, 1)}
+	h := &echo{eng: make(chan gnet.Engine, 1), peers: make(chan net.Addr, 64), closed: make(chan struct{}, 64), blobs: make(chan gnet.Conn, 1)}
 	addr, remove, err := Placeholder()
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,8 @@ func start(t *testing.T, cfg Config) *fixture {
 	t.Cleanup(remove)
 	done := make(chan error, 1)
 	go func() {
-		done <- gnet.Run(h, addr, gnet.WithMulticore(true), gnet.WithNumEventLoop(2), gnet.WithTicker(true))
+		done <- gnet.Run(h, addr, gnet.WithMulticore(true), gnet.WithNumEventLoop(2), gnet.WithTicker(true),
+			gnet.WithLoadBalancing(gnet.LeastConnections))
 	}()
 	var eng gnet.Engine
 	select {
@@ -179,6 +181,41 @@ func TestEchoAndPeer(t *testing.T) {
 	// The handler sees the TLS peer's address, not the socketpair's.
 	if got, want := recv(t, f.h.peers, "OnOpen").String(), c.LocalAddr().String(); got != want {
 		t.Errorf("peer %s, want %s", got, want)
+	}
+}
+
+// Many handshakes and registrations at once, racing the engine's own
+// acceptor-side bookkeeping (run with -race).
+func TestConcurrentClients(t *testing.T) {
+	f := start(t, Config{})
+	const n = 32
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			c, err := tls.Dial("tcp", f.gate.Addr().String(), &tls.Config{RootCAs: f.cert.Pool()})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			msg := fmt.Sprintf("client %d", i)
+			got := make([]byte, len(msg))
+			if _, err := c.Write([]byte(msg)); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+				errs <- fmt.Errorf("%s: got %q, %v", msg, got, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := recv(t, errs, "client"); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
