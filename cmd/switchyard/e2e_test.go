@@ -55,7 +55,7 @@ const (
 	e2eProcTimeout = 60 * time.Second
 
 	// e2eInstallCmd is what to run when a client is missing.
-	e2eInstallCmd = "apt-get install -y gearman-tools libgearman-dev libgearman-client-perl gcc"
+	e2eInstallCmd = "apt-get install -y gearman-tools libgearman-dev libgearman-client-perl gcc openssl"
 )
 
 var (

@@ -38,10 +38,13 @@ package main
 // Deliberate departures from gearmand: -p is checked here (gearmand fails
 // when it binds); negative -t/-j/-w/-b/-f and keepalive values outside what
 // setsockopt takes are refused (gearmand wraps or fails at startup); --verbose
-// is case-insensitive; "@FILE" works; --ssl* is refused (TLS would silently
-// become plain text); -q other than builtin is refused; an explicit -p 4730
-// beats GEARMAND_PORT (gearmand lets the variable replace any port equal to
-// 4730); errors found in the file name it.
+// is case-insensitive; "@FILE" works; -q other than builtin is refused; an
+// explicit -p 4730 beats GEARMAND_PORT (gearmand lets the variable replace
+// any port equal to 4730), and likewise --ssl-ca-file, --ssl-certificate and
+// --ssl-key beat GEARMAND_CA_CERTIFICATE, GEARMAND_SERVER_PEM and
+// GEARMAND_SERVER_KEY (gearmand lets them replace the options); errors found
+// in the file name it. --ssl is gearmand's built with TLS (Debian's is not,
+// and ignores it: see tls.go).
 
 import (
 	"errors"
@@ -77,6 +80,11 @@ var defaultConfigFile = "/etc/gearmand.conf"
 type options struct {
 	Port              string        // -p/--port, default "4730", normalised to a decimal number; env GEARMAND_PORT overrides the default
 	Listen            string        // -L/--listen, "" = all addresses
+	SSL               bool          // --ssl: the port speaks TLS
+	SSLCAFile         string        // --ssl-ca-file; with --ssl, "" becomes $GEARMAND_CA_CERTIFICATE or defaultSSLCAFile
+	SSLCertificate    string        // --ssl-certificate; with --ssl, "" becomes $GEARMAND_SERVER_PEM or defaultSSLCertificate
+	SSLKey            string        // --ssl-key; with --ssl, "" becomes $GEARMAND_SERVER_KEY or defaultSSLKey
+	PlainPort         string        // --plain-port (ours), normalised like Port; "" = none
 	Threads           int           // -t/--threads, 0 = one event loop per core
 	JobRetries        int           // -j/--job-retries, 0 = unlimited
 	WorkerWakeup      int           // -w/--worker-wakeup, 0 = all
@@ -165,10 +173,7 @@ const (
 
 var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL}
 
-const (
-	noQueue = "only the builtin queue is supported"
-	noTLS   = "TLS is not supported"
-)
+const noQueue = "only the builtin queue is supported"
 
 // optTable lists every option in the order of gearmand's help.
 var optTable = []*optDef{
@@ -273,10 +278,21 @@ var optTable = []*optDef{
 	{long: "port", short: 'p', value: true, dflt: defaultPort, group: gGear,
 		help: "Port the server should listen on: a number or a service name. The environment variable GEARMAND_PORT replaces the default.",
 		set:  setPort},
-	{long: "ssl", group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
-	{long: "ssl-ca-file", value: true, group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
-	{long: "ssl-certificate", value: true, group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
-	{long: "ssl-key", value: true, group: gGear, help: "Refused: TLS is not supported.", refused: noTLS},
+	{long: "ssl", group: gGear,
+		help: "Enable ssl connections: the port speaks TLS only (see --plain-port). Client certificates are not asked for.",
+		set:  setBool(func(o *options) *bool { return &o.SSL })},
+	{long: "ssl-ca-file", value: true, group: gGear,
+		help: "CA file (PEM). Default $GEARMAND_CA_CERTIFICATE, else " + defaultSSLCAFile + ". Its certificates complete the chain sent to clients.",
+		set:  setString(func(o *options) *string { return &o.SSLCAFile })},
+	{long: "ssl-certificate", value: true, group: gGear,
+		help: "SSL certificate (PEM). Default $GEARMAND_SERVER_PEM, else " + defaultSSLCertificate + ".",
+		set:  setString(func(o *options) *string { return &o.SSLCertificate })},
+	{long: "ssl-key", value: true, group: gGear,
+		help: "SSL key for certificate (PEM). Default $GEARMAND_SERVER_KEY, else " + defaultSSLKey + ".",
+		set:  setString(func(o *options) *string { return &o.SSLKey })},
+	{long: "plain-port", value: true, group: gGear,
+		help: "Also serve plain text on this port (a number or a service name), e.g. for clients without TLS beside --ssl. switchyard only.",
+		set:  setPlainPort},
 
 	{long: "libmemcached-servers", value: true, group: gMemcached, help: "Ignored.", ignored: noQueue},
 	{long: "libmemcached-prefix", value: true, dflt: "gear_", group: gMemcached, help: "Ignored.", ignored: noQueue},
@@ -383,6 +399,15 @@ func setPort(s *parseState, v string) error {
 	}
 	s.o.Port = p
 	s.portSet = true
+	return nil
+}
+
+func setPlainPort(s *parseState, v string) error {
+	p, ok := normalizePort(v)
+	if v == "" || !ok {
+		return errInvalid
+	}
+	s.o.PlainPort = p
 	return nil
 }
 
@@ -823,6 +848,9 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 			}
 			o.Port = p
 		}
+	}
+	if err := s.sslDefaults(getenv); err != nil {
+		return nil, err
 	}
 	switch s.protocol {
 	case "":

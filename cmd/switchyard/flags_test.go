@@ -56,6 +56,11 @@ func checkOptions(t *testing.T, got, exp *options) {
 	}
 }
 
+// withSSL sets --ssl and its three files.
+func withSSL(ca, cert, key string) func(o *options) {
+	return func(o *options) { o.SSL, o.SSLCAFile, o.SSLCertificate, o.SSLKey = true, ca, cert, key }
+}
+
 func TestDefaults(t *testing.T) {
 	cfg := isolate(t)
 	o, err := parseArgs(nil, envOf(nil))
@@ -209,6 +214,25 @@ func TestParseArgs(t *testing.T) {
 		{"--shutdown-timeout=duration", []string{"--shutdown-timeout=1m30s"}, nil, want(func(o *options) { o.ShutdownTimeout = 90 * time.Second })},
 		{"--shutdown-timeout 0", []string{"--shutdown-timeout", "0"}, nil, want(func(o *options) { o.ShutdownTimeout = 0 })},
 
+		// --ssl: each file from its option, else its variable, else gearmand's path.
+		{"--ssl", []string{"--ssl"}, nil,
+			want(withSSL("/etc/ssl/certs/gearmand-ca.pem", "/etc/ssl/certs/gearmand.pem", "/etc/ssl/certs/gearmand.key"))},
+		{"--ssl and files", []string{"--ssl", "--ssl-ca-file", "/ca.pem", "--ssl-certificate=/c.pem", "--ssl-key", "/k.pem"}, nil,
+			want(withSSL("/ca.pem", "/c.pem", "/k.pem"))},
+		{"--ssl and env", []string{"--ssl"},
+			map[string]string{"GEARMAND_CA_CERTIFICATE": "/e/ca.pem", "GEARMAND_SERVER_PEM": "/e/c.pem", "GEARMAND_SERVER_KEY": "/e/k.pem"},
+			want(withSSL("/e/ca.pem", "/e/c.pem", "/e/k.pem"))},
+		{"options beat env", []string{"--ssl", "--ssl-key", "/k.pem"},
+			map[string]string{"GEARMAND_SERVER_PEM": "/e/c.pem", "GEARMAND_SERVER_KEY": "/e/k.pem"},
+			want(withSSL("/etc/ssl/certs/gearmand-ca.pem", "/e/c.pem", "/k.pem"))},
+		{"empty file option is the default", []string{"--ssl", "--ssl-key", ""}, nil,
+			want(withSSL("/etc/ssl/certs/gearmand-ca.pem", "/etc/ssl/certs/gearmand.pem", "/etc/ssl/certs/gearmand.key"))},
+		{"env without --ssl is unused", nil, map[string]string{"GEARMAND_SERVER_PEM": "/e/c.pem"}, want(nil)},
+		{"--plain-port", []string{"--plain-port", "4731"}, nil, want(func(o *options) { o.PlainPort = "4731" })},
+		{"--plain-port service", []string{"--plain-port=http"}, nil, want(func(o *options) { o.PlainPort = "80" })},
+		{"--ssl --plain-port, both 0", []string{"--ssl", "-p", "0", "--plain-port", "0", "--ssl-ca-file=/ca.pem", "--ssl-certificate=/c.pem", "--ssl-key=/k.pem"}, nil,
+			want(func(o *options) { withSSL("/ca.pem", "/c.pem", "/k.pem")(o); o.Port, o.PlainPort = "0", "0" })},
+
 		// Grouped short options, as boost allows.
 		{"-dR", []string{"-dR"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
 		{"-Rd", []string{"-Rd"}, nil, want(func(o *options) { o.Daemon, o.RoundRobin = true, true })},
@@ -276,6 +300,10 @@ func TestWarnings(t *testing.T) {
 		{[]string{"--mysql-password", "secret"}, []string{"ignoring --mysql-password: only the builtin queue is supported"}},
 		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin queue is supported"}},
 		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin queue is supported"}},
+		{[]string{"--ssl-certificate", "/c.pem", "--ssl-key=/k.pem"}, []string{
+			"ignoring --ssl-certificate: --ssl is not given",
+			"ignoring --ssl-key: --ssl is not given",
+		}},
 		{[]string{"--syslog", "-R", "--coredump"}, []string{
 			"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file",
 			"ignoring --coredump: core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)",
@@ -411,11 +439,17 @@ func TestParseArgsErrors(t *testing.T) {
 		{nil, map[string]string{"GEARMAND_PORT": "abc"}, "the GEARMAND_PORT environment variable ('abc') is not a valid port"},
 		{nil, map[string]string{"GEARMAND_PORT": "70000"}, "the GEARMAND_PORT environment variable ('70000') is not a valid port"},
 
-		// TLS must not silently become plain text.
-		{[]string{"--ssl"}, nil, "TLS is not supported (option '--ssl')"},
-		{[]string{"--ssl-ca-file", "/ca.pem"}, nil, "TLS is not supported (option '--ssl-ca-file')"},
-		{[]string{"--ssl-certificate=/c.pem"}, nil, "TLS is not supported (option '--ssl-certificate')"},
-		{[]string{"--ssl-key", "/k.pem"}, nil, "TLS is not supported (option '--ssl-key')"},
+		// TLS.
+		{[]string{"--ssl=1"}, nil, "option '--ssl' does not take any arguments"},
+		{[]string{"--ssl", "--ssl"}, nil, "option '--ssl' cannot be specified more than once"},
+		{[]string{"--ssl-ca-file="}, nil, "the argument for option '--ssl-ca-file' should follow immediately after the equal sign"},
+		{[]string{"--plain-port", "abc"}, nil, "the argument ('abc') for option '--plain-port' is invalid"},
+		{[]string{"--plain-port", ""}, nil, "the argument ('') for option '--plain-port' is invalid"},
+		{[]string{"--plain-port", "70000"}, nil, "the argument ('70000') for option '--plain-port' is invalid"},
+		{[]string{"-p", "4731", "--plain-port", "4731"}, nil, "--plain-port 4731 is also the --port"},
+		{[]string{"--plain-port", "4730"}, nil, "--plain-port 4730 is also the --port"},
+		{[]string{"--ssl", "--plain-port", "4730"}, nil, "--plain-port 4730 is also the --port"},
+		{[]string{"-p", "0", "--plain-port", "0"}, nil, "--plain-port 0 is also the --port"},
 
 		// gearmand's order: syntax errors first, then in argument order.
 		{[]string{"-t", "abc", "--foo"}, nil, "unrecognised option '--foo'"},
@@ -502,19 +536,20 @@ func TestConfigFile(t *testing.T) {
 		{name: "env when neither sets the port", file: "-R", env: map[string]string{"GEARMAND_PORT": "5000"},
 			want: want(func(o *options) { o.Port, o.RoundRobin = "5000", true })},
 		{name: "file verbose", file: "--verbose=info", want: want(func(o *options) { o.Verbose = "INFO" })},
+		{name: "tls", file: "--ssl --ssl-key=/k.pem", env: map[string]string{"GEARMAND_SERVER_PEM": "/e/c.pem"},
+			want: want(withSSL("/etc/ssl/certs/gearmand-ca.pem", "/e/c.pem", "/k.pem"))},
 
 		// Errors, with gearmand's text and the file named.
 		{name: "tab is not a separator", file: "--port\t4731\n", wantErr: "unrecognised option '--port\t4731' (in configuration file %s)"},
 		{name: "unknown option", file: "--foo=1", wantErr: "unrecognised option '--foo=1' (in configuration file %s)"},
 		{name: "ambiguous", file: "--keepalive-i=5", wantErr: "option '--keepalive-i=5' is ambiguous and matches '--keepalive-idle', and '--keepalive-interval' (in configuration file %s)"},
-		{name: "ambiguous, three", file: "--p 1", wantErr: "option '--p' is ambiguous and matches '--pid-file', '--port', and '--protocol' (in configuration file %s)"},
+		{name: "ambiguous, four", file: "--p 1", wantErr: "option '--p' is ambiguous and matches '--pid-file', '--plain-port', '--port', and '--protocol' (in configuration file %s)"},
 		{name: "hidden option", file: "--check-args", wantErr: "unrecognised option '--check-args' (in configuration file %s)"},
 		{name: "repeated in the file", file: "--port=4731\n--port=4732\n", wantErr: "option '--port' cannot be specified more than once (in configuration file %s)"},
 		{name: "missing value", file: "-t\n-p\n", wantErr: "the required argument for option '--threads' is missing (in configuration file %s)"},
 		{name: "invalid value", file: "-t abc", wantErr: "the argument ('abc') for option '--threads' is invalid (in configuration file %s)"},
 		{name: "flag with value", file: "--exceptions=1", wantErr: "option '--exceptions' does not take any arguments (in configuration file %s)"},
 		{name: "bad verbose", file: "--verbose bad", wantErr: "Invalid value for --verbose supplied"},
-		{name: "tls", file: "--ssl", wantErr: "TLS is not supported (option '--ssl') (in configuration file %s)"},
 		{name: "queue", file: "-q redis", wantErr: "unknown queue type 'redis': only builtin is supported"},
 		{name: "command-line errors come first", file: "--foo", args: []string{"-t", "x"},
 			wantErr: "the argument ('x') for option '--threads' is invalid"},

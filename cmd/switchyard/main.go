@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -82,8 +81,10 @@ func run(args []string) int {
 	go returnMemory(ctx, s.Len, time.Second)
 
 	stop := make(chan bool, 1) // true: graceful
+	plain, secure := gearmanAddrs(o)
 	cfg := gearman.Config{
-		Addrs:        []string{"tcp://" + net.JoinHostPort(o.Listen, o.Port)},
+		Addrs:        plain,
+		TLSAddrs:     secure,
 		Loops:        o.Threads,
 		HandlePrefix: o.JobHandlePrefix,
 		Exceptions:   o.Exceptions,
@@ -109,6 +110,12 @@ func run(args []string) int {
 	if o.KeepaliveCount > 0 {
 		cfg.KeepaliveCount = o.KeepaliveCount
 	}
+	if o.SSL {
+		if cfg.TLS, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			return 1
+		}
+	}
 	// Listen for signals before the port opens, so that a SIGTERM sent as
 	// soon as we accept connections still means a clean exit.
 	sig := make(chan os.Signal, 1)
@@ -132,11 +139,7 @@ func run(args []string) int {
 	}
 	// The bound addresses, not the configured ones: with -p 0 the kernel
 	// picks the port, and this line is where a person or a script finds it.
-	var bound []string
-	for _, a := range srv.Addrs() {
-		bound = append(bound, a.String())
-	}
-	log.Info("listening", zap.Strings("addrs", bound), zap.String("version", version))
+	log.Info("listening", append(listenFields(srv), zap.String("version", version))...)
 
 	select {
 	case got := <-sig:

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/tlsgate"
 	"switchyard/sched"
 )
 
@@ -33,6 +34,7 @@ type conn struct {
 	lp  *loop
 	fd  int
 	ip  string
+	tls *tlsgate.Peer // the TLS side of a connection from a TLS listener
 
 	client *sched.Client // created on the first submit
 	worker *sched.Worker // created on the first worker packet

@@ -5,6 +5,7 @@ package gearman
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/tlsgate"
 	"switchyard/sched"
 )
 
@@ -29,6 +31,12 @@ import (
 type Config struct {
 	// Addrs are gnet addresses, e.g. "tcp://127.0.0.1:4730".
 	Addrs []string
+	// TLSAddrs are addresses ("host:port") served with TLS, through
+	// engine/tlsgate into the same event loops and handler. Addrs may be
+	// empty when TLSAddrs is not.
+	TLSAddrs []string
+	// TLS configures TLSAddrs' listeners; it must hold a certificate.
+	TLS *tls.Config
 	// Loops is the number of event loops; 0 = one per CPU.
 	Loops int
 	// HandlePrefix replaces "H:<hostname>" in job handles.
@@ -69,6 +77,10 @@ type Server struct {
 	booted   chan struct{}
 	done     chan error
 	shutOnce sync.Once
+
+	gates    []*tlsgate.Gate // one per cfg.TLSAddrs
+	running  chan struct{}   // closed at the first OnTick: the event loops exist
+	tickOnce sync.Once
 
 	mu    sync.Mutex // guards conns and loops
 	conns map[*conn]struct{}
@@ -112,6 +124,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		log:     log,
 		handles: newHandles(cfg.HandlePrefix),
 		booted:  make(chan struct{}),
+		running: make(chan struct{}),
 		done:    make(chan error, 1),
 		conns:   make(map[*conn]struct{}),
 		loops:   make(map[gnet.EventLoop]*loop),
@@ -122,8 +135,22 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 // connections, or with the error that stopped them. A port of 0 binds a
 // port the kernel picks; Addrs tells which.
 func (s *Server) Start() error {
-	if err := checkAddrs(s.cfg.Addrs); err != nil {
+	if err := checkAddrs(s.cfg.Addrs, len(s.cfg.TLSAddrs) > 0); err != nil {
 		return err
+	}
+	if err := s.listenTLS(); err != nil {
+		return err
+	}
+	addrs := s.cfg.Addrs
+	if len(addrs) == 0 {
+		// TLS only: gnet still wants a listener of its own.
+		ph, remove, err := tlsgate.Placeholder()
+		if err != nil {
+			s.closeGates()
+			return err
+		}
+		defer remove()
+		addrs = []string{ph}
 	}
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
@@ -145,11 +172,24 @@ func (s *Server) Start() error {
 			opts = append(opts, gnet.WithTCPKeepCount(s.cfg.KeepaliveCount))
 		}
 	}
-	go func() { s.done <- gnet.Rotate(s, s.cfg.Addrs, opts...) }()
+	if len(s.gates) > 0 {
+		// See OnTick; and gnet's default RoundRobin balancer is not safe
+		// for the gates' Register calls.
+		opts = append(opts, gnet.WithTicker(true), gnet.WithLoadBalancing(gnet.LeastConnections))
+	}
+	go func() { s.done <- gnet.Rotate(s, addrs, opts...) }()
+	running := s.booted
+	if len(s.gates) > 0 {
+		running = s.running
+	}
 	select {
-	case <-s.booted:
+	case <-running:
+		for _, g := range s.gates {
+			g.Start(s.eng)
+		}
 		return nil
 	case err := <-s.done:
+		s.closeGates()
 		if err == nil {
 			err = s.bootErr
 		}
@@ -160,10 +200,49 @@ func (s *Server) Start() error {
 	}
 }
 
+// listenTLS binds cfg.TLSAddrs, with the plain listeners' keepalive.
+func (s *Server) listenTLS() error {
+	if len(s.cfg.TLSAddrs) == 0 {
+		return nil
+	}
+	gcfg := tlsgate.Config{TLS: s.cfg.TLS, Log: s.log}
+	if s.cfg.Keepalive {
+		// gnet's defaults, so that both kinds of port probe alike.
+		idle := cmp.Or(s.cfg.KeepaliveIdle, 2*time.Hour)
+		gcfg.KeepAlive = net.KeepAliveConfig{Enable: true, Idle: idle,
+			Interval: cmp.Or(s.cfg.KeepaliveInterval, idle/5), Count: cmp.Or(s.cfg.KeepaliveCount, 5)}
+	}
+	for _, a := range s.cfg.TLSAddrs {
+		g, err := tlsgate.Listen("tcp", a, gcfg)
+		if err != nil {
+			s.closeGates()
+			return fmt.Errorf("gearman: listen with TLS on %s: %w", a, err)
+		}
+		s.gates = append(s.gates, g)
+	}
+	return nil
+}
+
+func (s *Server) closeGates() {
+	for _, g := range s.gates {
+		g.Close()
+	}
+}
+
+// OnTick implements gnet.EventHandler; the ticker runs only when there are
+// TLS listeners. gnet calls OnBoot before it creates the event loops, and
+// registering a TLS connection fails until they exist; the first tick
+// comes after.
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	s.tickOnce.Do(func() { close(s.running) })
+	return time.Hour, gnet.None
+}
+
 // Stop closes the listeners and every connection.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.shutOnce.Do(func() {
+		s.closeGates()
 		// gnet's Stop polls for the end every 500ms; the event loops are
 		// done as soon as Rotate returns, so wait for that instead.
 		go s.eng.Stop(ctx)
@@ -171,6 +250,13 @@ func (s *Server) Stop(ctx context.Context) error {
 		case err = <-s.done:
 		case <-ctx.Done():
 			err = ctx.Err()
+		}
+		// The loops have closed every connection; the TLS ones still
+		// relay what was written to them before.
+		for _, g := range s.gates {
+			if werr := g.Wait(ctx); err == nil {
+				err = werr
+			}
 		}
 	})
 	return err
@@ -190,6 +276,16 @@ func (s *Server) Addrs() []net.Addr {
 	return append([]net.Addr(nil), s.addrs...)
 }
 
+// TLSAddrs returns the addresses of the TLS listeners, one per
+// Config.TLSAddrs and in that order, as Addrs does for the plain ones.
+func (s *Server) TLSAddrs() []net.Addr {
+	out := make([]net.Addr, len(s.gates))
+	for i, g := range s.gates {
+		out[i] = g.Addr()
+	}
+	return out
+}
+
 // OnBoot implements gnet.EventHandler. The listeners are bound by now, so
 // this is where the ports picked for port 0 can be read.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
@@ -206,9 +302,10 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 
 // checkAddrs refuses an address given twice: gnet tells listeners apart by
 // the address they were given, so two "tcp://127.0.0.1:0" could not be told
-// apart (and with a fixed port the second bind would fail anyway).
-func checkAddrs(addrs []string) error {
-	if len(addrs) == 0 {
+// apart (and with a fixed port the second bind would fail anyway). No
+// address at all is fine only with TLS listeners.
+func checkAddrs(addrs []string, tls bool) error {
+	if len(addrs) == 0 && !tls {
 		return errors.New("gearman: no address to listen on")
 	}
 	seen := make(map[string]bool, len(addrs))
@@ -288,6 +385,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
+	if p := tlsgate.PeerOf(c); p != nil {
+		// A TLS connection: gnet's end is a socketpair, the peer is there.
+		cn.tls, cn.ip = p, remoteIP(p.RemoteAddr())
+	}
 	cn.exceptions.Store(s.cfg.Exceptions)
 	c.SetContext(cn)
 	s.mu.Lock()
@@ -319,6 +420,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	delete(s.conns, cn)
 	s.mu.Unlock()
 	cn.close()
+	if cn.tls != nil {
+		cn.tls.EngineClosed()
+	}
 	return gnet.None
 }
 
