@@ -29,6 +29,7 @@ const drainPoll = 10 * time.Millisecond
 // with Stop.
 func (s *Server) Drain(ctx context.Context) error {
 	s.draining.Store(true)
+	s.closeGates() // TLS: refused at connect too; open ones go on
 	if err := s.closeListeners(); err != nil {
 		// OnOpen still closes every new connection at once.
 		s.log.Warn("cannot close the listening sockets", zap.Error(err))

@@ -172,3 +172,21 @@ func TestTLSListingHalfClose(t *testing.T) {
 		})
 	}
 }
+
+// A drain refuses new TLS connections at connect, like plain ones, while
+// an open TLS connection is still served.
+func TestTLSDrainRefuses(t *testing.T) {
+	ts := startTLSServer(t, Config{}, false)
+	open := ts.dial(t, true)
+	open.send(req(codec.EchoReq, "before"))
+	open.expect(res(codec.EchoRes, "before"))
+	if err := ts.srv.Drain(context.Background()); err != nil { // nothing runs: returns at once
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", ts.tls); err == nil {
+		c.Close()
+		t.Fatal("TLS port still accepting during the drain")
+	}
+	open.send(req(codec.EchoReq, "during"))
+	open.expect(res(codec.EchoRes, "during"))
+}
