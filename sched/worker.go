@@ -319,7 +319,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	sh := w.s.shardOf(id)
 	sh.mu.Lock()
 	j := sh.job(id)
-	if j == nil || !j.reportedBy(w) {
+	if j == nil || (j.worker != w || j.state != stateRunning) && !j.reportedBy(w) {
 		sh.mu.Unlock()
 		if w.forgetEnded(id, u.Kind.Terminal()) {
 			return nil
