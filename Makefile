@@ -2,7 +2,7 @@ GO      ?= go
 BIN     := bin/switchyard
 PKGS    := ./...
 
-.PHONY: all build run test test-unit test-race deps vet fmt fuzz bench bench-micro bench-report bench-deps clean
+.PHONY: all build run test test-unit test-race deps vet fmt fuzz bench bench-micro bench-report bench-deps conformance clean
 
 all: build
 
@@ -57,6 +57,19 @@ bench-report:
 bench-deps:
 	@if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server
+
+# conformance runs gearmand 1.1.20's own test programs (t/ in a gearmand
+# source tree whose test suite is already built; nothing here builds it)
+# against bin/switchyard, one at a time, and prints a table and
+# "N passed, N failed". CONFORMANCE_TIMEOUT=300 bounds each program (s).
+GEARMAND_SRC ?=
+conformance:
+	@if [ -z "$(GEARMAND_SRC)" ]; then \
+	  echo "make conformance: give the gearmand 1.1.20 tree whose test suite is built: make conformance GEARMAND_SRC=DIR" >&2; \
+	  exit 2; \
+	fi
+	@$(MAKE) --no-print-directory build
+	./.ci/conformance "$(GEARMAND_SRC)" $(BIN)
 
 clean:
 	rm -rf bin
