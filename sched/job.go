@@ -32,7 +32,7 @@ type Job struct {
 	payload    []byte
 	reducer    string
 	prio       Priority
-	byPayload  bool     // coalesce on the payload (gearman's unique "-")
+	byPayload  bool     // the payload is the coalescing key (SubmitReq.CoalesceOnPayload)
 	owned      bool     // payload is the frontend's buffer, see Config.Release
 	background bool     // runs with no listener (a background submit made or joined it)
 	state      jobState // mutable, as are the fields after when: shard lock

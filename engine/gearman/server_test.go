@@ -20,6 +20,15 @@ import (
 // startServer runs a real server on a port of 127.0.0.1 the kernel picks.
 func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) {
 	t.Helper()
+	cfg.Addrs = []string{"tcp://127.0.0.1:0"}
+	srv := runServer(t, cfg, scfg)
+	return srv.Addrs()[0].String(), srv
+}
+
+// runServer starts a server on cfg's listeners, with the tests' defaults,
+// and stops it when the test ends.
+func runServer(t *testing.T, cfg Config, scfg sched.Config) *Server {
+	t.Helper()
 	if scfg.Release == nil {
 		scfg.Release = ReleasePayload // as cmd/switchyard wires it
 	}
@@ -32,7 +41,6 @@ func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) 
 		cfg.Loops = 2
 	}
 	cfg.Version = "0.0.0-test"
-	cfg.Addrs = []string{"tcp://127.0.0.1:0"}
 	srv := New(cfg, s, nil)
 	if err := srv.Start(); err != nil {
 		t.Fatalf("start: %v", err)
@@ -40,9 +48,11 @@ func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) 
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Stop(ctx)
+		if err := srv.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
 	})
-	return srv.Addrs()[0].String(), srv
+	return srv
 }
 
 // waitConns waits until srv has n connections, pinging through p (one of

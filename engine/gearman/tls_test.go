@@ -27,26 +27,13 @@ type tlsServer struct {
 
 func startTLSServer(t *testing.T, cfg Config, tlsOnly bool) *tlsServer {
 	t.Helper()
-	s := sched.New(sched.Config{Release: ReleasePayload})
-	t.Cleanup(s.Close)
 	cert := tlstest.Server("switchyard")
-	cfg.HandlePrefix, cfg.Loops, cfg.Version = "H:lap", 2, "0.0.0-test"
 	if !tlsOnly {
 		cfg.Addrs = []string{"tcp://127.0.0.1:0"}
 	}
 	cfg.TLSAddrs = []string{"127.0.0.1:0"}
 	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS()}}
-	srv := New(cfg, s, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	srv := runServer(t, cfg, sched.Config{})
 	ts := &tlsServer{srv: srv, tls: srv.TLSAddrs()[0].String(), cert: cert}
 	if !tlsOnly {
 		ts.plain = srv.Addrs()[0].String()
