@@ -29,13 +29,14 @@ func statusOf(j *Job) JobStatus {
 		Clients: int(j.nlisteners), Unique: j.unique}
 }
 
-// StatusUnique finds a live job by its unique alone, in any function (as
-// gearmand's GET_STATUS_UNIQUE does).
+// StatusUnique finds a live job by its unique alone, in any function. It
+// looks only in the functions that have unique jobs, not in every function
+// known: a client asks on an event loop.
 func (s *Sched) StatusUnique(unique []byte) JobStatus {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, f := range sh.funcs {
+		for f := range sh.keyed {
 			if j := f.unique[string(unique)]; j != nil {
 				st := statusOf(j)
 				sh.mu.Unlock()

@@ -89,3 +89,31 @@ func TestFuncsChunked(t *testing.T) {
 		t.Fatalf("%d calls, %d dropped, NumFuncs %d, Funcs %d", calls, len(dropped), s.NumFuncs(), len(s.Funcs()))
 	}
 }
+
+// StatusUnique finds a unique job among many functions that have none,
+// and forgets it once it ends.
+func TestStatusUniqueAmongManyFunctions(t *testing.T) {
+	s := newTest(t, Config{})
+	w := s.NewWorker(&waker{})
+	for i := 0; i < 1000; i++ {
+		w.CanDo([]byte(fmt.Sprintf("idle-%d", i)), 0)
+	}
+	c := s.NewClient(&recorder{})
+	submit(t, c, "busy", "", "no unique", Normal, true)
+	id := submit(t, c, "busy", "the-one", "x", Normal, true)
+	if st := s.StatusUnique([]byte("the-one")); !st.Known || st.Running {
+		t.Fatalf("status %+v", st)
+	}
+	w.CanDo([]byte("busy"), 0)
+	for j := w.Grab(); j != nil; j = w.Grab() {
+		w.Update(j.ID(), &Update{Kind: Complete})
+	}
+	if st := s.StatusUnique([]byte("the-one")); st.Known {
+		t.Fatalf("job %d ended but status %+v", id, st)
+	}
+	for i := range s.shards {
+		if n := len(s.shards[i].keyed); n != 0 {
+			t.Fatalf("shard %d lists %d functions with unique jobs", i, n)
+		}
+	}
+}

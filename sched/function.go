@@ -46,9 +46,16 @@ func (f *function) pop() *Job {
 // does not make a new map for each.
 const uniqueKeep = 256
 
-func (f *function) addUnique(key string, j *Job) {
+// addUnique indexes j under key. Caller holds sh.mu.
+func (sh *shard) addUnique(f *function, key string, j *Job) {
 	if f.unique == nil {
 		f.unique = make(map[string]*Job)
+	}
+	if len(f.unique) == 0 {
+		if sh.keyed == nil {
+			sh.keyed = make(map[*function]struct{})
+		}
+		sh.keyed[f] = struct{}{}
 	}
 	f.unique[key] = j
 	f.peak = max(f.peak, len(f.unique))
@@ -57,9 +64,14 @@ func (f *function) addUnique(key string, j *Job) {
 // forgetUnique removes key. A Go map never gives back the room it grew
 // to, so an index that held many keys is dropped once it empties: a
 // million distinct uniques drained would otherwise pin ~90 MB for good.
-func (f *function) forgetUnique(key string) {
+// Caller holds sh.mu.
+func (sh *shard) forgetUnique(f *function, key string) {
 	delete(f.unique, key)
-	if len(f.unique) == 0 && f.peak > uniqueKeep {
+	if len(f.unique) > 0 {
+		return
+	}
+	delete(sh.keyed, f)
+	if f.peak > uniqueKeep {
 		f.unique, f.peak = nil, 0
 	}
 }

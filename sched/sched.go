@@ -80,9 +80,10 @@ type shard struct {
 	bits    uint         // shard bits: a job's sequence number is id >> bits
 	release func([]byte) // Config.Release
 	s       *Sched
-	idle    funcList // functions with nothing in them, oldest first
-	peak    int      // most functions held since funcs was last rebuilt
-	_       [64]byte // keep neighbouring shard locks off one cache line
+	idle    funcList               // functions with nothing in them, oldest first
+	peak    int                    // most functions held since funcs was last rebuilt
+	keyed   map[*function]struct{} // functions whose unique index is not empty
+	_       [64]byte               // keep neighbouring shard locks off one cache line
 }
 
 // New starts a scheduler; Close stops its ticker.
@@ -229,7 +230,7 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 func (sh *shard) forget(j *Job) {
 	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	if k := j.key(); k != "" && j.fn.unique[k] == j {
-		j.fn.forgetUnique(k)
+		sh.forgetUnique(j.fn, k)
 	}
 	j.state = stateDone
 	if j.timer != nil {
@@ -339,7 +340,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		return 0, ErrClosed
 	}
 	if key != "" {
-		f.addUnique(key, j)
+		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
 	due, later := int64(0), false
