@@ -222,50 +222,12 @@ func startServer(t *testing.T, extraArgs ...string) (addr string, port int, stop
 	return s.addr, s.port, s.stop
 }
 
+// startServerProc launches the server under test and returns once its one
+// port, read back from /proc, answers getpid with the server's pid.
 func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 	t.Helper()
-	bin := serverBinary(t)
-	dir := t.TempDir()
-	s := &serverProc{
-		dir:     dir,
-		pidFile: filepath.Join(dir, "server.pid"),
-		stderr:  &syncBuffer{},
-		done:    make(chan struct{}),
-	}
-	// -p 0: the kernel picks the port and it is read back from /proc, so
-	// there is no moment in which another process could take it first.
-	// gearmand needs nothing more to run as root here: it does not insist on
-	// dropping privileges, and the pid file (default /var/gearmand.pid)
-	// goes to the test's directory. -l stderr keeps it off
-	// /var/log/gearmand.log.
-	args := []string{
-		"-L", "127.0.0.1", "-p", "0",
-		"-l", "stderr", "--verbose", "INFO",
-		"--pid-file", s.pidFile,
-	}
-	args = append(args, extraArgs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eProcTimeout)
-	s.cancel = cancel
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout = s.stderr
-	cmd.Stderr = s.stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second // then SIGKILL
-	s.cmd = cmd
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("server %s %s, output:\n%s", bin, strings.Join(args, " "), tail(s.stderr.String(), 24<<10))
-		}
-	})
+	s := launchServer(t, serverBinary(t), extraArgs...)
+	cmd := s.cmd
 
 	fail := func(format string, a ...any) {
 		t.Helper()
@@ -307,6 +269,55 @@ func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 		case <-time.After(20 * time.Millisecond): // polling for the port, not synchronising
 		}
 	}
+}
+
+// launchServer starts bin listening on 127.0.0.1 with -p 0 and extraArgs,
+// logging to the returned serverProc's stderr buffer, and stops it when the
+// test ends (printing its output if the test failed).
+func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
+	t.Helper()
+	dir := t.TempDir()
+	s := &serverProc{
+		dir:     dir,
+		pidFile: filepath.Join(dir, "server.pid"),
+		stderr:  &syncBuffer{},
+		done:    make(chan struct{}),
+	}
+	// -p 0: the kernel picks the port and it is read back from /proc, so
+	// there is no moment in which another process could take it first.
+	// gearmand needs nothing more to run as root here: it does not insist on
+	// dropping privileges, and the pid file (default /var/gearmand.pid)
+	// goes to the test's directory. -l stderr keeps it off
+	// /var/log/gearmand.log.
+	args := []string{
+		"-L", "127.0.0.1", "-p", "0",
+		"-l", "stderr", "--verbose", "INFO",
+		"--pid-file", s.pidFile,
+	}
+	args = append(args, extraArgs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eProcTimeout)
+	s.cancel = cancel
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout = s.stderr
+	cmd.Stderr = s.stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second // then SIGKILL
+	s.cmd = cmd
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("server %s %s, output:\n%s", bin, strings.Join(args, " "), tail(s.stderr.String(), 24<<10))
+		}
+	})
+	return s
 }
 
 // adminGetpid asks "getpid" on an open connection.

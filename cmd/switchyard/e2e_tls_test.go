@@ -8,7 +8,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -56,31 +55,8 @@ func startTLSServer(t *testing.T, f tlsFiles) (srv *serverProc, tlsAddr, plainAd
 		t.Skip("Debian's gearmand is built without TLS: its --ssl serves plain text")
 	}
 	requireTool(t, "openssl")
-	dir := t.TempDir()
-	srv = &serverProc{dir: dir, pidFile: filepath.Join(dir, "server.pid"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	args := []string{"-L", "127.0.0.1", "-p", "0", "--plain-port", "0", "-l", "stderr", "--verbose", "INFO",
-		"--pid-file", srv.pidFile, "--ssl", "--ssl-ca-file", f.ca, "--ssl-certificate", f.cert, "--ssl-key", f.key}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eProcTimeout)
-	srv.cancel = cancel
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = srv.stderr, srv.stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	srv.cmd = cmd
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		srv.waitErr = cmd.Wait()
-		close(srv.done)
-	}()
-	t.Cleanup(func() {
-		srv.stop()
-		if t.Failed() {
-			t.Logf("server %s %s, output:\n%s", bin, strings.Join(args, " "), tail(srv.stderr.String(), 24<<10))
-		}
-	})
+	srv = launchServer(t, bin, "--plain-port", "0",
+		"--ssl", "--ssl-ca-file", f.ca, "--ssl-certificate", f.cert, "--ssl-key", f.key)
 	re := regexp.MustCompile(`\slistening\s+\{"addrs": \["([^"]+)", "([^"]+)"\], "tls": \["([^"]+)"\]`)
 	var m []string
 	waitUntil(t, e2eWaitTimeout, "the listening line", func() (bool, string) {
