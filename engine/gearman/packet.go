@@ -91,9 +91,9 @@ func (cn *conn) packet(p *codec.Packet) {
 			cn.out = appendNoop(cn.out)
 		} else {
 			// gearmand drops a sleeping worker's job timeout, so a job it
-			// still holds runs to the end: libgearman, which sends PRE_SLEEP
-			// on a stale NO_JOB while running a requeued job, gets its
-			// late result through that way.
+			// still holds runs to the end without being offered to
+			// another worker (libgearman sends PRE_SLEEP on a stale NO_JOB
+			// while it runs one).
 			w.ClearTimeouts()
 		}
 	case codec.GrabJob, codec.GrabJobUniq, codec.GrabJobAll:
