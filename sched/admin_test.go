@@ -239,7 +239,8 @@ func TestJobViewsChunked(t *testing.T) {
 	}
 	w := s.NewWorker(&waker{})
 	w.CanDo([]byte("f0"), 0)
-	running := w.Grab()
+	var a Attempt
+	running := w.GrabAttempt(&a) // a frontend that shows run times asks for them
 	seen := 0
 	s.JobViewsChunked(func(vs []JobView) {
 		bytes := 0

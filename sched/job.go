@@ -44,7 +44,7 @@ type Job struct {
 
 	// Mutable state, guarded by the job's shard lock, packed so that a Job
 	// is 160 bytes and one with a 64-byte payload fills a 224-byte object.
-	started    int64 // when the latest attempt began: 1 + ns after the scheduler's epoch; 0 = never
+	started    int64 // when the latest attempt began, 1 + ns after the scheduler's epoch; 0 = never or not recorded (see GrabAttempt)
 	retries    uint32
 	num, den   uint32 // last WORK_STATUS
 	nlisteners uint32

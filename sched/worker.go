@@ -223,24 +223,25 @@ func (w *Worker) GrabAttempt(a *Attempt) *Job {
 			sh.mu.Unlock()
 			continue
 		}
-		now := w.s.clock.Now()
 		j.state = stateRunning
 		j.worker = w
 		ab.fn.running++
 		timeout := ab.timeout
-		if j.ext != nil {
-			if j.started != 0 {
-				j.ext.prevStart = j.started
-			}
-			if j.ext.timeout > 0 {
-				timeout = j.ext.timeout
-			}
-		} else if j.started != 0 {
-			j.more().prevStart = j.started
+		if j.ext != nil && j.ext.timeout > 0 {
+			timeout = j.ext.timeout
 		}
-		j.started = int64(now.Sub(w.s.epoch)) + 1 // never 0: 0 means never started
-		if timeout > 0 {
-			sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(now.Add(timeout)))
+		// The clock is read only for a job that shows when it ran (a caller
+		// that asks for the Attempt, a job with attributes) or that will
+		// time out: a plain Gearman grab does without it.
+		if a != nil || timeout > 0 || j.ext != nil || j.forever {
+			now := w.s.clock.Now()
+			if j.started != 0 {
+				j.more().prevStart = j.started
+			}
+			j.started = int64(now.Sub(w.s.epoch)) + 1 // never 0: 0 means never started
+			if timeout > 0 {
+				sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(now.Add(timeout)))
+			}
 		}
 		if a != nil {
 			w.s.attempt(j, timeout, a)
