@@ -27,19 +27,48 @@ var fieldNames = [fieldNone]string{"job_id", "name", "func", "workload", "timeou
 // fieldOf returns the field a key names. encoding/json matches a key exactly
 // or else case-insensitively; for an ASCII key against these lowercase names
 // both come to an ASCII case fold. (Non-ASCII keys never get here: 'ſ' and the
-// Kelvin sign fold to 's' and 'k' in encoding/json.)
+// Kelvin sign fold to 's' and 'k' in encoding/json.) The length and first
+// letter leave one name to compare.
 func fieldOf(key []byte) int {
-	for f, name := range fieldNames {
-		if len(key) == len(name) && asciiFoldEqual(key, name) {
-			return f
+	if len(key) < 4 {
+		return fieldNone
+	}
+	f := fieldNone
+	switch c := key[0] | 0x20; len(key) { // c is lowercase if a letter
+	case 4:
+		f = pick(c, 'n', fieldName, 'f', fieldFunc)
+	case 6:
+		f = pick(c, 'j', fieldID, 'r', fieldRunAt)
+		if c == 's' {
+			f = fieldStatus
 		}
+	case 7:
+		f = pick(c, 't', fieldTimeout, 'c', fieldCounter)
+	case 8:
+		f = pick(c, 'w', fieldWorkload, 's', fieldSchedAt)
+	}
+	if f != fieldNone && asciiFoldEqual(key, fieldNames[f]) {
+		return f
 	}
 	return fieldNone
 }
 
-// asciiFoldEqual reports whether key equals lower, a lowercase name, up to
-// ASCII case.
+func pick(c, c1 byte, f1 int, c2 byte, f2 int) int {
+	switch c {
+	case c1:
+		return f1
+	case c2:
+		return f2
+	}
+	return fieldNone
+}
+
+// asciiFoldEqual reports whether key equals lower, a lowercase name of the
+// same length, up to ASCII case.
 func asciiFoldEqual(key []byte, lower string) bool {
+	if string(key) == lower {
+		return true
+	}
 	for i, c := range key {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
@@ -50,11 +79,6 @@ func asciiFoldEqual(key []byte, lower string) bool {
 	}
 	return true
 }
-
-// keyPlain[c] is true for the bytes of a key the fast path can match: ASCII
-// from ' ' on, except '"' and '\\'. A key with any other byte is unusual
-// enough to leave to encoding/json.
-var keyPlain = strPlain
 
 // DecodeJob decodes data into j as encoding/json.Unmarshal decodes it into a
 // zero driver.Job of the real server: keys matched exactly or else without
@@ -97,8 +121,11 @@ func decodeJobAt(d []byte, i, depth int, j *Job) (end int, ok bool) {
 		if i >= len(d) || d[i] != '"' {
 			return i, false
 		}
+		// A key of plain ASCII is matched here; any other byte (an escape,
+		// non-ASCII that encoding/json may fold, a control byte) is unusual
+		// enough to leave to encoding/json.
 		k := i + 1
-		for k < len(d) && keyPlain[d[k]] {
+		for k < len(d) && strPlain[d[k]] {
 			k++
 		}
 		if k >= len(d) || d[k] != '"' {

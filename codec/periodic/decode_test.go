@@ -313,3 +313,39 @@ func TestDecodeJobFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldOf matches every key of up to 9 bytes over an alphabet of the
+// names' letters in both cases and near misses against a plain
+// strings.EqualFold over the names (ASCII only: the same as encoding/json's
+// fold for ASCII).
+func TestFieldOf(t *testing.T) {
+	ref := func(k []byte) int {
+		for f, name := range fieldNames {
+			if strings.EqualFold(string(k), name) {
+				return f
+			}
+		}
+		return fieldNone
+	}
+	for f, name := range fieldNames {
+		for _, k := range []string{name, strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:], name[:len(name)-1] + "X", "@" + name[1:], name[:len(name)-1] + "\x7f"} {
+			if got := fieldOf([]byte(k)); got != ref([]byte(k)) {
+				t.Errorf("fieldOf(%q) = %d, want %d (%d)", k, got, ref([]byte(k)), f)
+			}
+		}
+	}
+	// Every variant whose bytes differ from a name's by bit 0x20.
+	for _, name := range fieldNames {
+		for mask := 0; mask < 1<<len(name); mask++ {
+			k := []byte(name)
+			for i := range k {
+				if mask&(1<<i) != 0 {
+					k[i] ^= 0x20
+				}
+			}
+			if got, want := fieldOf(k), ref(k); got != want {
+				t.Errorf("fieldOf(%q) = %d, want %d", k, got, want)
+			}
+		}
+	}
+}
