@@ -493,6 +493,16 @@ func (p *perConn) waitStatus(fn string, want perStat, absent bool) {
 	})
 }
 
+// waitJobs polls STATUS until fn has that many jobs and running jobs,
+// whatever its workers (a missing line counts as none).
+func (p *perConn) waitJobs(fn string, jobs, processing int) {
+	p.t.Helper()
+	waitUntil(p.t, e2eWaitTimeout, fmt.Sprintf("%s: %d job(s), %d processing", fn, jobs, processing), func() (bool, string) {
+		m, raw := p.status()
+		return m[fn].jobs == jobs && m[fn].processing == processing, raw
+	})
+}
+
 // dump sends DUMP and returns the chunks' JSON up to the EOF frame; each
 // chunk is {"jobs":[...]} with 1 to 100 jobs.
 func (p *perConn) dump() (chunks [][]byte, jobs []perJob) {
