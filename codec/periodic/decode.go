@@ -28,39 +28,38 @@ var fieldNames = [fieldNone]string{"job_id", "name", "func", "workload", "timeou
 // or else case-insensitively; for an ASCII key against these lowercase names
 // both come to an ASCII case fold. (Non-ASCII keys never get here: 'ſ' and the
 // Kelvin sign fold to 's' and 'k' in encoding/json.) The length and first
-// letter leave one name to compare.
+// letter (lowercased by |0x20 if it is a letter) leave one name to compare.
 func fieldOf(key []byte) int {
-	if len(key) < 4 {
+	if len(key) < 4 || len(key) > 8 {
 		return fieldNone
 	}
-	f := fieldNone
-	switch c := key[0] | 0x20; len(key) { // c is lowercase if a letter
-	case 4:
-		f = pick(c, 'n', fieldName, 'f', fieldFunc)
-	case 6:
-		f = pick(c, 'j', fieldID, 'r', fieldRunAt)
-		if c == 's' {
-			f = fieldStatus
-		}
-	case 7:
-		f = pick(c, 't', fieldTimeout, 'c', fieldCounter)
-	case 8:
-		f = pick(c, 'w', fieldWorkload, 's', fieldSchedAt)
+	var f int
+	switch len(key)<<8 | int(key[0]|0x20) {
+	case 4<<8 | 'n':
+		f = fieldName
+	case 4<<8 | 'f':
+		f = fieldFunc
+	case 6<<8 | 'j':
+		f = fieldID
+	case 6<<8 | 'r':
+		f = fieldRunAt
+	case 6<<8 | 's':
+		f = fieldStatus
+	case 7<<8 | 't':
+		f = fieldTimeout
+	case 7<<8 | 'c':
+		f = fieldCounter
+	case 8<<8 | 'w':
+		f = fieldWorkload
+	case 8<<8 | 's':
+		f = fieldSchedAt
+	default:
+		return fieldNone
 	}
-	if f != fieldNone && asciiFoldEqual(key, fieldNames[f]) {
-		return f
+	if !asciiFoldEqual(key, fieldNames[f]) {
+		return fieldNone
 	}
-	return fieldNone
-}
-
-func pick(c, c1 byte, f1 int, c2 byte, f2 int) int {
-	switch c {
-	case c1:
-		return f1
-	case c2:
-		return f2
-	}
-	return fieldNone
+	return f
 }
 
 // asciiFoldEqual reports whether key equals lower, a lowercase name of the
