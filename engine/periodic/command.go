@@ -103,14 +103,15 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 			w.Update(id, &sched.Update{Kind: sched.Fail, Origin: cn.lp})
 		}
 	case codec.SchedLater:
-		handle, rest, _ := codec.NextArg(m.Data)
-		delay, rest, ok := codec.NextArg(rest)
-		if !ok {
+		// handle, delay [, step]: split as the real server splits it, so a
+		// step holding another separator reads as 0 there and here.
+		var args [3][]byte
+		n := codec.SplitArgs(m.Data, args[:])
+		if n < 2 {
 			break // the real server logs "invalid format" and goes on
 		}
-		step, _, _ := codec.NextArg(rest)
-		if id, ok := parseHandle(handle); ok {
-			w.Requeue(id, sched.RequeueReq{Delay: time.Duration(atoi(delay)) * time.Second, Step: atoi(step)})
+		if id, ok := parseHandle(args[0]); ok {
+			w.Requeue(id, sched.RequeueReq{Delay: time.Duration(atoi(args[1])) * time.Second, Step: atoi(args[2])})
 		}
 	case codec.CanDo:
 		if len(m.Data) > 0 {
@@ -156,7 +157,7 @@ func (cn *conn) serveGrabs() {
 // status "ready" and run_at of the previous run.
 func (cn *conn) appendJobAssign(dst, msgID []byte, j *sched.Job) []byte {
 	a := &cn.grab
-	cn.job = codec.Job{
+	cn.assigned = codec.Job{
 		ID:       int64(j.ID()),
 		Name:     stringBytes(j.Unique()),
 		Func:     stringBytes(j.Func()),
@@ -166,16 +167,9 @@ func (cn *conn) appendJobAssign(dst, msgID []byte, j *sched.Job) []byte {
 		RunAt:    unixOrZero(a.PrevStarted),
 		Counter:  a.Counter,
 	}
-	dst, start := codec.BeginFrame(dst, codec.ResMagic)
-	dst = append(dst, msgID...)
-	dst = append(dst, codec.Sep...)
-	dst = append(dst, byte(codec.JobAssign))
-	dst = append(dst, codec.Sep...)
-	dst = strconv.AppendUint(dst, j.ID(), 10)
-	dst = append(dst, codec.Sep...)
-	dst = codec.AppendJob(dst, &cn.job)
-	cn.job = codec.Job{}
-	return codec.EndFrame(dst, start)
+	dst = codec.AppendJobAssign(dst, msgID, &cn.assigned)
+	cn.assigned = codec.Job{} // no reference to the job's memory
+	return dst
 }
 
 // stringBytes views s as bytes, for encoders that only read them.

@@ -42,10 +42,11 @@ type conn struct {
 
 	// grabs are the message ids of the GRAB_JOBs waiting for a job, oldest
 	// first, packed into one buffer: ids[grabs[i]:grabs[i+1]].
-	grabs []int
-	ids   []byte
-	grab  sched.Attempt
-	job   codec.Job
+	grabs    []int
+	ids      []byte
+	grab     sched.Attempt
+	job      codec.Job // decoded requests (its scratch buffer is reused)
+	assigned codec.Job // the JOB_ASSIGN being written
 
 	// mu guards what other goroutines hand to this connection.
 	mu       sync.Mutex

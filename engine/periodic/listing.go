@@ -103,7 +103,7 @@ func (cn *conn) dump(msgID []byte) {
 		n, start := 0, 0
 		ok := true
 		endFrame := func() {
-			buf = append(buf, "]}"...)
+			buf = codec.AppendJobListEnd(buf)
 			buf = codec.EndFrame(buf, start)
 			n = 0
 		}
@@ -117,12 +117,10 @@ func (cn *conn) dump(msgID []byte) {
 					buf, start = codec.BeginFrame(buf, codec.ResMagic)
 					buf = append(buf, id...)
 					buf = append(buf, codec.Sep...)
-					buf = append(buf, `{"jobs":[`...)
-				} else {
-					buf = append(buf, ',')
+					buf = codec.AppendJobListStart(buf)
 				}
 				viewJob(v, &j)
-				buf = codec.AppendJob(buf, &j)
+				buf = codec.AppendJobListItem(buf, &j)
 				if n++; n == dumpFrameJobs {
 					endFrame()
 				}
