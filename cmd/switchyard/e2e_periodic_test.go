@@ -1009,6 +1009,8 @@ func TestE2EPeriodicBadInput(t *testing.T) {
 				`{"jobs":[{"func":"` + lf + `","name":"a"},`,
 				`{"jobs":[{"func":"` + lf + `","name":"a"},{"func":"` + lf + `","name":"b","timeout":"x"}]}`,
 				`[]`,
+				// LOAD decodes into map[string][]Job: every value a list.
+				`{"jobs":[{"func":"` + lf + `","name":"a"}],"extra":1}`,
 			} {
 				c := dialPerClient(t, n)
 				c.send("load", perLoad, raw)
@@ -1019,6 +1021,9 @@ func TestE2EPeriodicBadInput(t *testing.T) {
 			// Jobs without a func or a name are skipped.
 			c := dialPerClient(t, n)
 			c.send("load", perLoad, `{"jobs":[{"func":"`+lf+`","name":""},{"func":"","name":"x"},{"func":"`+lf+`","name":"ok","workload":"w"}]}`)
+			// A map key is matched exactly: "JOBS" is another list,
+			// valid and ignored.
+			c.send("load2", perLoad, `{"JOBS":[{"func":"`+lf+`","name":"upper"}],"more":[]}`)
 			c.ping()
 			if m, raw := c.status(); m[lf] != (perStat{0, 1, 0}) {
 				t.Errorf("after the LOADs, STATUS %q, want %s,0,1,0", raw, lf)
