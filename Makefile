@@ -39,6 +39,7 @@ vet:
 fuzz:
 	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzParse -fuzztime 4000000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
+	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md). BENCHFLAGS=--quick for a short run.
