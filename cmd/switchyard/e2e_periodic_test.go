@@ -460,6 +460,48 @@ func TestE2EPeriodicRetry(t *testing.T) {
 	})
 }
 
+// Numbers at the edge of int64 are kept as given, as the real server keeps
+// them: a timeout of 2^55+1 s (whose nanoseconds wrap to exactly 1 s in an
+// int64) is no timeout in practice, and a sched_at thousands of years away
+// is not due.
+func TestE2EPeriodicBigNumbers(t *testing.T) {
+	t.Parallel()
+	ps := startPeriodic(t)
+	c := dialPerClient(t, ps.tcp)
+	const hugeTimeout = 1<<55 + 1
+	far := []int64{99999999999999, 1 << 62, 1<<63 - 1}
+	for i, at := range far {
+		c.submit(perJob{Func: "big-far", Name: strconv.Itoa(i), SchedAt: at})
+	}
+	c.submit(perJob{Func: "big", Name: "long", Timeout: hugeTimeout, Counter: 1<<63 - 1})
+	w := dialPerWorker(t, ps.tcp, "worker", "big", "big-far")
+	a := w.grabOne(perReplyTimeout)
+	if j := a.job; j.Name != "long" || j.Timeout != hugeTimeout || j.Counter != 1<<63-1 {
+		t.Errorf("JOB_ASSIGN %s, want timeout %d and counter %d as submitted", a.raw, int64(hugeTimeout), int64(1<<63-1))
+	}
+	// While it runs, a second worker waits: the next thing it gets is a
+	// marker due in 3 s, not the running job back, nor a far one.
+	w2 := dialPerWorker(t, ps.tcp, "worker 2", "big", "big-far")
+	w2.grab("g")
+	due := time.Now().Unix() + 3
+	c.submit(perJob{Func: "big", Name: "marker", SchedAt: due})
+	if b := w2.expectAssign(time.Until(unixSec(due)) + perHang); b.job.Name != "marker" {
+		t.Errorf("the second worker got %s, want the marker", b.raw)
+	}
+	_, jobs := c.dump()
+	got := map[string]int64{}
+	for _, j := range jobs {
+		if j.Func == "big-far" {
+			got[j.Name] = j.SchedAt
+		}
+	}
+	for i, at := range far {
+		if got[strconv.Itoa(i)] != at {
+			t.Errorf("DUMP: job %d sched_at %d, want %d", i, got[strconv.Itoa(i)], at)
+		}
+	}
+}
+
 // 9. REMOVE_JOB deletes a waiting job (it never runs) or a running one (it
 // does not come back, even after its timeout); an unknown job gets our
 // error text.
