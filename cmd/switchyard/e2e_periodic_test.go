@@ -461,26 +461,37 @@ func TestE2EPeriodicRetry(t *testing.T) {
 }
 
 // Numbers at the edge of int64 are kept as given, as the real server keeps
-// them: a timeout of 2^55+1 s (whose nanoseconds wrap to exactly 1 s in an
-// int64) is no timeout in practice, and a sched_at thousands of years away
-// is not due.
+// them: a timeout or SCHED_LATER delay of 2^55+1 s (whose nanoseconds wrap
+// to exactly 1 s in an int64) is forever in practice, and a sched_at
+// thousands of years away (MaxInt64 included) is not due.
 func TestE2EPeriodicBigNumbers(t *testing.T) {
 	t.Parallel()
 	ps := startPeriodic(t)
 	c := dialPerClient(t, ps.tcp)
-	const hugeTimeout = 1<<55 + 1
+	const huge = 1<<55 + 1
 	far := []int64{99999999999999, 1 << 62, 1<<63 - 1}
 	for i, at := range far {
 		c.submit(perJob{Func: "big-far", Name: strconv.Itoa(i), SchedAt: at})
 	}
-	c.submit(perJob{Func: "big", Name: "long", Timeout: hugeTimeout, Counter: 1<<63 - 1})
-	w := dialPerWorker(t, ps.tcp, "worker", "big", "big-far")
-	a := w.grabOne(perReplyTimeout)
-	if j := a.job; j.Name != "long" || j.Timeout != hugeTimeout || j.Counter != 1<<63-1 {
-		t.Errorf("JOB_ASSIGN %s, want timeout %d and counter %d as submitted", a.raw, int64(hugeTimeout), int64(1<<63-1))
+	c.submit(perJob{Func: "big", Name: "long", Timeout: huge, Counter: 1<<63 - 1})
+	c.submit(perJob{Func: "big", Name: "later"})
+	w := dialPerWorker(t, ps.tcp, "worker", "big")
+	got := map[string]perAssignment{}
+	for range 2 {
+		a := w.grabOne(perReplyTimeout)
+		got[a.job.Name] = a
 	}
-	// While it runs, a second worker waits: the next thing it gets is a
-	// marker due in 3 s, not the running job back, nor a far one.
+	if j := got["long"].job; j.Timeout != huge || j.Counter != 1<<63-1 {
+		t.Errorf("JOB_ASSIGN %s, want timeout %d and counter %d as submitted", got["long"].raw, int64(huge), int64(1<<63-1))
+	}
+	if _, ok := got["later"]; !ok {
+		t.Fatalf("the worker got %s and %s, want the jobs long and later", got["long"].raw, got["later"].raw)
+	}
+	w.send(w.newID(), perSchedLater, got["later"].handle, strconv.Itoa(huge))
+	w.ping()
+	// A second worker waits: the next thing it gets is a marker due in
+	// 3 s, not the running job back after a wrapped timeout, nor the job
+	// sched later, nor a far one.
 	w2 := dialPerWorker(t, ps.tcp, "worker 2", "big", "big-far")
 	w2.grab("g")
 	due := time.Now().Unix() + 3
@@ -489,16 +500,17 @@ func TestE2EPeriodicBigNumbers(t *testing.T) {
 		t.Errorf("the second worker got %s, want the marker", b.raw)
 	}
 	_, jobs := c.dump()
-	got := map[string]int64{}
+	at := map[string]int64{}
 	for _, j := range jobs {
-		if j.Func == "big-far" {
-			got[j.Name] = j.SchedAt
+		at[j.Func+"/"+j.Name] = j.SchedAt
+	}
+	for i, want := range far {
+		if got := at["big-far/"+strconv.Itoa(i)]; got != want {
+			t.Errorf("DUMP: job %d sched_at %d, want %d", i, got, want)
 		}
 	}
-	for i, at := range far {
-		if got[strconv.Itoa(i)] != at {
-			t.Errorf("DUMP: job %d sched_at %d, want %d", i, got[strconv.Itoa(i)], at)
-		}
+	if got, min := at["big/later"], time.Now().Unix()+huge-10; got < min {
+		t.Errorf("DUMP: the job sched later by %d s has sched_at %d, want about now + that", int64(huge), got)
 	}
 }
 
