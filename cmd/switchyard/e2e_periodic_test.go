@@ -309,7 +309,25 @@ func TestE2EPeriodicReplace(t *testing.T) {
 		c.submit(perJob{Name: "marker", Func: fn})
 		if a := w.expectAssign(perReplyTimeout); a.msgID != "g3" || a.job.Name != "marker" {
 			t.Errorf("third grab got %q %s, want the marker", a.msgID, a.raw)
+		} else {
+			w.workDone(a.handle)
 		}
+
+		// Resubmitted while it runs: the new version waits and runs,
+		// and the old run's WORK_DONE does not delete it (the real
+		// server's would: it deletes by job id).
+		c.submit(perJob{Name: "busy", Func: fn, Workload: "v1"})
+		old := w.grabOne(perReplyTimeout)
+		c.submit(perJob{Name: "busy", Func: fn, Workload: "v2"})
+		w.workDone(old.handle)
+		w.ping()
+		if a := w.grabOne(perReplyTimeout); a.job.Name != "busy" || a.job.Workload != "v2" {
+			t.Errorf("after a resubmit while running, the worker got %s, want busy with v2", a.raw)
+		} else {
+			w.workDone(a.handle)
+		}
+		w.ping()
+		c.waitStatus(fn, perStat{1, 0, 0}, false)
 	})
 }
 
@@ -868,8 +886,13 @@ func TestE2EPeriodicGearman(t *testing.T) {
 		t.Parallel()
 		gw := dialGear(t, ps.addr, "gearman worker")
 		gw.send(pCanDo, "xp")
+		// Asleep, it is woken by the Periodic submit.
+		gw.send(pGrabJobUniq)
+		gw.expect(pNoJob, "")
+		gw.send(pPreSleep)
 		c := dialPerClient(t, ps.tcp)
 		c.submit(perJob{Name: "pjob", Func: "xp", Workload: "periodic payload"})
+		gw.expect(pNoop, "")
 		waitStatus(t, ps.addr, "xp", "1 queued", func(s funcStatus) bool { return s.queued == 1 })
 
 		var handle string
