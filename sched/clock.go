@@ -21,9 +21,34 @@ func (systemClock) Wall() time.Time { return time.Now() }
 // may run, and false if that time has already come.
 func (s *Sched) dueTick(when int64) (int64, bool) {
 	wall := s.clock.Wall()
-	at := time.Unix(when, 0)
-	if !at.After(wall) {
+	if when < wall.Unix() {
 		return 0, false
 	}
-	return s.deadline(s.clock.Now().Add(at.Sub(wall))), true
+	// In seconds first: time.Unix overflows for a when near the end of
+	// int64 and would put the job in the past.
+	d := maxDelay
+	if when-wall.Unix() < int64(maxDelay/time.Second) {
+		d = time.Unix(when, 0).Sub(wall)
+	}
+	if d <= 0 {
+		return 0, false
+	}
+	return s.deadline(s.clock.Now().Add(d)), true
+}
+
+// maxDelay is the longest wait a due time or a timeout is measured to:
+// about 146 years, beyond which every wait is the same "never".
+const maxDelay = time.Duration(1 << 62)
+
+// Seconds turns a count of seconds from a request into a Duration,
+// saturating at maxDelay instead of wrapping: a frontend passing a huge
+// timeout or delay gets "never", not a wrapped few seconds.
+func Seconds(n int64) time.Duration {
+	switch {
+	case n <= 0:
+		return 0
+	case n >= int64(maxDelay/time.Second):
+		return maxDelay
+	}
+	return time.Duration(n) * time.Second
 }

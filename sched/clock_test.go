@@ -96,3 +96,26 @@ func TestDelayedJobAlreadyDue(t *testing.T) {
 		}
 	}
 }
+
+// Waits at the edge of int64 never wrap into the past: a due time near
+// MaxInt64 seconds is far away, and Seconds saturates.
+func TestHugeWaits(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk})
+	for _, when := range []int64{1 << 62, 1<<63 - 1, clk.Wall().Unix() + int64(maxDelay/time.Second) + 5} {
+		if _, later := s.dueTick(when); !later {
+			t.Errorf("due time %d counted as due", when)
+		}
+	}
+	if _, later := s.dueTick(-5); later {
+		t.Error("a negative due time is not due")
+	}
+	for _, tc := range []struct {
+		in   int64
+		want time.Duration
+	}{{-1, 0}, {0, 0}, {3, 3 * time.Second}, {1<<55 + 1, maxDelay}, {1<<63 - 1, maxDelay}} {
+		if got := Seconds(tc.in); got != tc.want {
+			t.Errorf("Seconds(%d) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -478,10 +478,14 @@ func TestE2EPeriodicRetry(t *testing.T) {
 	})
 }
 
-// Numbers at the edge of int64 are kept as given, as the real server keeps
-// them: a timeout or SCHED_LATER delay of 2^55+1 s (whose nanoseconds wrap
-// to exactly 1 s in an int64) is forever in practice, and a sched_at
-// thousands of years away (MaxInt64 included) is not due.
+// Numbers at the edge of int64 never wrap: a sched_at thousands of years
+// away (MaxInt64 included) is not due and is dumped as given, the counter
+// is kept as given, and a timeout or SCHED_LATER delay of 2^55+1 s (whose
+// nanoseconds would wrap to exactly 1 s in an int64) is forever in
+// practice. switchyard measures waits in nanoseconds up to 2^62 (about 146
+// years), so such a timeout is reported as 2^62 ns in seconds and such a
+// delay puts sched_at that far ahead (the README says so); the real server
+// keeps both numbers as given.
 func TestE2EPeriodicBigNumbers(t *testing.T) {
 	t.Parallel()
 	ps := startPeriodic(t)
@@ -499,8 +503,9 @@ func TestE2EPeriodicBigNumbers(t *testing.T) {
 		a := w.grabOne(perReplyTimeout)
 		got[a.job.Name] = a
 	}
-	if j := got["long"].job; j.Timeout != huge || j.Counter != 1<<63-1 {
-		t.Errorf("JOB_ASSIGN %s, want timeout %d and counter %d as submitted", got["long"].raw, int64(huge), int64(1<<63-1))
+	const longest = int64(1<<62) / int64(time.Second) // switchyard's longest wait, in seconds
+	if j := got["long"].job; j.Timeout != longest || j.Counter != 1<<63-1 {
+		t.Errorf("JOB_ASSIGN %s, want timeout %d (2^62 ns) and counter %d as submitted", got["long"].raw, longest, int64(1<<63-1))
 	}
 	if _, ok := got["later"]; !ok {
 		t.Fatalf("the worker got %s and %s, want the jobs long and later", got["long"].raw, got["later"].raw)
@@ -527,8 +532,8 @@ func TestE2EPeriodicBigNumbers(t *testing.T) {
 			t.Errorf("DUMP: job %d sched_at %d, want %d", i, got, want)
 		}
 	}
-	if got, min := at["big/later"], time.Now().Unix()+huge-10; got < min {
-		t.Errorf("DUMP: the job sched later by %d s has sched_at %d, want about now + that", int64(huge), got)
+	if got, min := at["big/later"], time.Now().Unix()+longest-10; got < min {
+		t.Errorf("DUMP: the job sched later by %d s has sched_at %d, want about now + %d (2^62 ns)", int64(huge), got, longest)
 	}
 }
 

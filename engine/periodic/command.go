@@ -71,8 +71,8 @@ func (cn *conn) submitJob(j *codec.Job, origin any) error {
 		Background:   true,
 		RetryForever: true,
 		Replace:      true,
-		When:         max(j.SchedAt, 0),
-		Timeout:      time.Duration(max(j.Timeout, 0)) * time.Second,
+		When:         j.SchedAt,
+		Timeout:      sched.Seconds(j.Timeout),
 		Counter:      j.Counter,
 		Origin:       origin,
 	})
@@ -111,7 +111,7 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 			break // the real server logs "invalid format" and goes on
 		}
 		if id, ok := parseHandle(args[0]); ok {
-			w.Requeue(id, sched.RequeueReq{Delay: time.Duration(atoi(args[1])) * time.Second, Step: atoi(args[2])})
+			w.Requeue(id, sched.RequeueReq{Delay: sched.Seconds(atoi(args[1])), Step: atoi(args[2])})
 		}
 	case codec.CanDo:
 		if len(m.Data) > 0 {

@@ -110,8 +110,8 @@ func (cn *conn) dump(msgID []byte) {
 		cn.srv.sched.JobViewsChunked(func(vs []sched.JobView) {
 			for i := range vs {
 				v := &vs[i]
-				if !v.Background || !ok {
-					continue
+				if !v.Background || v.Unique == "" || !ok {
+					continue // the real server leaves nameless jobs out too: LOAD would skip them
 				}
 				if n == 0 {
 					buf, start = codec.BeginFrame(buf, codec.ResMagic)
