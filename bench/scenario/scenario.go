@@ -17,6 +17,9 @@ import (
 // Target is the server a scenario runs against.
 type Target struct {
 	Addr string
+	// PeriodicAddr is the server's Periodic listener, for the Periodic
+	// scenarios ("" otherwise).
+	PeriodicAddr string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
 }
@@ -27,10 +30,13 @@ type Scenario struct {
 	About string
 	Uses  []string // the Params fields it reads
 	// Echo runs it against an echo process instead of the job servers.
-	Echo  bool
-	Full  Params // defaults of `make bench`
-	Quick Params // defaults of --quick: a few seconds and smaller counts
-	run   func(ctx context.Context, t Target, p Params, out *record.Run) error
+	Echo bool
+	// Periodic runs it against switchyard alone (gearmand has no Periodic),
+	// started with a Periodic listener: Target.PeriodicAddr.
+	Periodic bool
+	Full     Params // defaults of `make bench`
+	Quick    Params // defaults of --quick: a few seconds and smaller counts
+	run      func(ctx context.Context, t Target, p Params, out *record.Run) error
 }
 
 // Run runs the scenario and returns its record (Server and Round left for
