@@ -62,7 +62,8 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 }
 
 // All is every scenario, in the order `make bench` runs them.
-var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K}
+var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

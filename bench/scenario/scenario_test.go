@@ -14,11 +14,14 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k"}
-	var gearman, echo []string
+	var gearman, echo, periodic []string
 	for _, s := range All {
-		if s.Echo {
+		switch {
+		case s.Echo:
 			echo = append(echo, s.Name)
-		} else {
+		case s.Periodic:
+			periodic = append(periodic, s.Name)
+		default:
 			gearman = append(gearman, s.Name)
 		}
 	}
@@ -27,6 +30,9 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	}
 	if want := []string{"ceiling", "ceiling-sync"}; !reflect.DeepEqual(echo, want) {
 		t.Errorf("echo scenarios %q, want %q", echo, want)
+	}
+	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m"}; !reflect.DeepEqual(periodic, want) {
+		t.Errorf("Periodic scenarios %q, want %q", periodic, want)
 	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
@@ -44,6 +50,9 @@ func TestScenarioParams(t *testing.T) {
 			// Quick is never heavier than full.
 			if s.Quick.Duration > s.Full.Duration || s.Quick.Jobs > s.Full.Jobs || s.Quick.Timeout > s.Full.Timeout {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
+			}
+			if s.Echo && s.Periodic {
+				t.Error("both an echo and a Periodic scenario")
 			}
 		})
 	}
@@ -88,6 +97,27 @@ func TestTenthRates(t *testing.T) {
 				t.Errorf("rates %v, %v", first, last)
 			}
 		})
+	}
+}
+
+func TestStepRates(t *testing.T) {
+	p := load.NewProgress(1000)
+	for range 550 {
+		p.Add(1)
+	}
+	if got := stepRates(p); len(got) != 5 || got[0] <= 0 || got[4] <= 0 {
+		t.Errorf("stepRates after 55%% = %v, want 5 positive rates", got)
+	}
+}
+
+func TestWholeSeconds(t *testing.T) {
+	if n, err := wholeSeconds(time.Hour); n != 3600 || err != nil {
+		t.Errorf("an hour: %d, %v", n, err)
+	}
+	for _, bad := range []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond} {
+		if _, err := wholeSeconds(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
 
