@@ -38,7 +38,13 @@ vet:
 # input (golang/go#75804, fixed in Go 1.27).
 fuzz:
 	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzParse -fuzztime 4000000x
+	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 3000000x
+	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime 3000000x
+	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime 1500000x
+	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzDecodeJobList$$' -fuzztime 1800000x
+	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzAppendJob$$' -fuzztime 450000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
+	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md). BENCHFLAGS=--quick for a short run.

@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // JobStatus answers GET_STATUS.
@@ -189,13 +190,8 @@ func (s *Sched) Cancel(id uint64) error {
 		return ErrNotFound
 	}
 	ls := collect(nil, j, true)
-	switch j.state {
-	case stateQueued:
-		j.fn.queues[j.prio].remove(j)
-		sh.forget(j)
-	case stateDelayed:
-		j.stopClock(&sh.wheel)
-		j.fn.delayed--
+	if j.state != stateRunning {
+		sh.unplace(j)
 		sh.forget(j)
 	}
 	done := j.state == stateDone
@@ -205,6 +201,188 @@ func (s *Sched) Cancel(id uint64) error {
 		s.forgetStored(j)
 	}
 	return nil
+}
+
+// Remove ends the live job that function fn knows by key (its unique),
+// whatever it is doing: waiting, due later, or running, in which case its
+// worker's result is dropped when it comes. Its clients get a Fail. It
+// returns the job's id.
+func (s *Sched) Remove(fn, key []byte) (uint64, error) {
+	sh := s.shardFor(fn)
+	sh.mu.Lock()
+	f := sh.funcs[string(fn)]
+	var j *Job
+	if f != nil {
+		j = f.unique[string(key)]
+	}
+	if j == nil {
+		sh.mu.Unlock()
+		return 0, ErrNotFound
+	}
+	ls := collect(nil, j, true)
+	sh.end(j)
+	sh.mu.Unlock()
+	notifyAll(ls, j.id, &Update{Kind: Fail})
+	s.forgetStored(j)
+	return j.id, nil
+}
+
+// end removes a live job in any state. Caller holds sh.mu and has dealt
+// with its listeners.
+func (sh *shard) end(j *Job) {
+	if j.state == stateRunning {
+		j.worker.addEnded(j.id) // its result, if it comes, is dropped
+		sh.s.finish(sh, j)
+		return
+	}
+	sh.unplace(j)
+	sh.forget(j)
+}
+
+// Find returns a view of the live job that function fn knows by key, with
+// a copy of its payload.
+func (s *Sched) Find(fn, key []byte) (JobView, bool) {
+	sh := s.shardFor(fn)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	f := sh.funcs[string(fn)]
+	if f == nil || f.unique[string(key)] == nil {
+		return JobView{}, false
+	}
+	var v JobView
+	s.view(f.unique[string(key)], &v, nil)
+	v.Payload = append([]byte(nil), v.Payload...)
+	return v, true
+}
+
+// JobView is a job as a dump shows it: everything needed to submit it again.
+type JobView struct {
+	ID         uint64
+	Func       string
+	Unique     string
+	Payload    []byte
+	Reducer    string
+	Priority   Priority
+	Background bool
+	Running    bool
+	Retries    uint32
+	Clients    int
+	// As in Attempt: the due time, the attempts' run timeout, the counter;
+	// Started is when the latest attempt began (zero if none has).
+	When    int64
+	Timeout time.Duration
+	Counter int64
+	Started time.Time
+}
+
+// view fills v from j; v.Payload is appended to arena when arena is not
+// nil, else it is j's own. Caller holds j's shard lock.
+func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
+	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
+		Priority: j.prio, Background: j.background, Running: j.state == stateRunning,
+		Retries: j.retries, Clients: int(j.nlisteners), Started: s.wallOf(j.started)}
+	if x := j.ext; x != nil {
+		v.When, v.Timeout, v.Counter = x.when, x.timeout, x.counter
+	}
+	if arena != nil {
+		n := len(*arena)
+		*arena = append(*arena, j.payload...)
+		v.Payload = (*arena)[n:len(*arena):len(*arena)]
+	}
+}
+
+// viewBytes bounds the payload bytes one chunk of JobViewsChunked copies
+// under a lock (a chunk stops early rather than copy megabytes at once).
+const viewBytes = 1 << 20
+
+// JobViewsChunked hands fn a view of every live job, payload included, a
+// chunk at a time, as JobsChunked does. The views' payloads live in a
+// buffer reused once fn returns: copy what you keep.
+func (s *Sched) JobViewsChunked(fn func([]JobView)) {
+	buf := make([]JobView, 0, chunk)
+	var arena []byte
+	for i := range s.shards {
+		sh := &s.shards[i]
+		for seq, done := uint64(0), false; !done; {
+			sh.mu.Lock()
+			seq, done = sh.jobs.walkUntil(seq, chunk, func(j *Job) bool {
+				if len(arena) > 0 && len(arena)+len(j.payload) > viewBytes {
+					return false // next chunk
+				}
+				buf = append(buf, JobView{})
+				s.view(j, &buf[len(buf)-1], &arena)
+				return true
+			})
+			sh.mu.Unlock()
+			if len(buf) > 0 {
+				fn(buf)
+				clear(buf)
+				buf, arena = buf[:0], arena[:0]
+			}
+		}
+	}
+}
+
+// Purge drops a function that has no workers together with every job it
+// holds; their clients get a Fail. It returns how many jobs it ended.
+// Jobs are ended a chunk at a time, so a huge function does not hold its
+// shard's lock for long; ones submitted meanwhile keep the function.
+func (s *Sched) Purge(name []byte) (int, error) {
+	sh := s.shardFor(name)
+	sh.mu.Lock()
+	f := sh.funcs[string(name)]
+	if f == nil {
+		sh.mu.Unlock()
+		return 0, ErrNoFunction
+	}
+	if f.workers > 0 {
+		sh.mu.Unlock()
+		return 0, ErrFunctionBusy
+	}
+	sh.mu.Unlock()
+	n := 0
+	var ended []*Job
+	type told struct {
+		c  *Client
+		id uint64
+	}
+	var tell []told
+	var ls []*Client
+	for seq, done := uint64(0), false; !done; {
+		sh.mu.Lock()
+		seq, done = sh.jobs.walk(seq, chunk, func(j *Job) {
+			if j.fn != f {
+				return
+			}
+			ls = collect(ls[:0], j, true)
+			for _, c := range ls {
+				tell = append(tell, told{c, j.id})
+			}
+			ended = append(ended, j)
+		})
+		for _, j := range ended {
+			sh.end(j)
+		}
+		sh.mu.Unlock()
+		for _, t := range tell {
+			t.c.l.Notify(t.id, &Update{Kind: Fail})
+		}
+		for _, j := range ended {
+			s.forgetStored(j)
+		}
+		n += len(ended)
+		clear(ended)
+		clear(tell)
+		clear(ls)
+		ended, tell = ended[:0], tell[:0]
+	}
+	sh.mu.Lock()
+	if sh.funcs[f.name] == f && f.workers == 0 && f.total() == 0 {
+		sh.busy(f)
+		delete(sh.funcs, f.name)
+	}
+	sh.mu.Unlock()
+	return n, nil
 }
 
 // CreateFunc makes a function known before any worker or job names it. It

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestJobsChunked: every live job once, in chunks no larger than chunk,
@@ -115,5 +116,151 @@ func TestStatusUniqueAmongManyFunctions(t *testing.T) {
 		if n := len(s.shards[i].keyed); n != 0 {
 			t.Fatalf("shard %d lists %d functions with unique jobs", i, n)
 		}
+	}
+}
+
+// Remove ends a job by (function, key) in every state; a running job's
+// worker then reports into the void.
+func TestRemove(t *testing.T) {
+	for _, state := range []string{"queued", "delayed", "running"} {
+		t.Run(state, func(t *testing.T) {
+			clk := newFakeClock()
+			s := newTest(t, Config{Clock: clk})
+			r := &recorder{}
+			c := s.NewClient(r)
+			req := &SubmitReq{Func: []byte("f"), Unique: []byte("n"), Payload: []byte("p")}
+			if state == "delayed" {
+				req.When = clk.Wall().Unix() + 60
+			}
+			id, _ := c.Submit(req) // foreground: the client hears the Fail
+			w := s.NewWorker(&waker{})
+			w.CanDo([]byte("f"), 0)
+			if state == "running" && w.Grab() == nil {
+				t.Fatal("no job")
+			}
+			if got, err := s.Remove([]byte("f"), []byte("n")); err != nil || got != id {
+				t.Fatalf("remove: %d %v", got, err)
+			}
+			if s.Len() != 0 || w.Running() != 0 {
+				t.Fatalf("%d live, worker holds %d", s.Len(), w.Running())
+			}
+			if st := s.Funcs()[0]; st.Total() != 0 {
+				t.Fatalf("function counts %+v", st)
+			}
+			if got := r.events(); len(got) != 1 {
+				t.Fatalf("client heard %v", got)
+			}
+			if state == "running" {
+				if err := w.Update(id, &Update{Kind: Complete}); err != nil {
+					t.Fatalf("worker's result after remove: %v", err)
+				}
+			}
+			s.Advance(clk.pass(time.Hour))
+			if w.Grab() != nil {
+				t.Fatal("removed job handed out")
+			}
+			if _, err := s.Remove([]byte("f"), []byte("n")); err != ErrNotFound {
+				t.Fatalf("second remove: %v", err)
+			}
+			if _, err := s.Remove([]byte("nofunc"), []byte("n")); err != ErrNotFound {
+				t.Fatalf("remove in unknown function: %v", err)
+			}
+		})
+	}
+}
+
+// Purge refuses a function with workers, and otherwise ends every job of
+// it in every state, in chunks, and forgets it.
+func TestPurge(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, Shards: 1})
+	c := s.NewClient(&recorder{})
+	const n = 2*chunk + 10
+	for i := 0; i < n; i++ {
+		req := &SubmitReq{Func: []byte("f"), Unique: []byte(fmt.Sprint(i)), Background: true}
+		if i%2 == 0 {
+			req.When = clk.Wall().Unix() + 60
+		}
+		c.Submit(req)
+	}
+	submit(t, c, "other", "", "x", Normal, true)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	held := w.Grab()
+	if _, err := s.Purge([]byte("f")); err != ErrFunctionBusy {
+		t.Fatalf("purge with a worker: %v", err)
+	}
+	w.CantDo([]byte("f")) // still holds its job
+	got, err := s.Purge([]byte("f"))
+	if err != nil || got != n {
+		t.Fatalf("purge: %d %v, want %d", got, err, n)
+	}
+	if s.Len() != 1 || w.Running() != 0 {
+		t.Fatalf("%d live, worker holds %d", s.Len(), w.Running())
+	}
+	if err := w.Update(held.ID(), &Update{Kind: Complete}); err != nil {
+		t.Fatalf("held job's result after purge: %v", err)
+	}
+	for _, f := range s.Funcs() {
+		if f.Name == "f" {
+			t.Fatalf("purged function still known: %+v", f)
+		}
+	}
+	if _, err := s.Purge([]byte("f")); err != ErrNoFunction {
+		t.Fatalf("purge of unknown: %v", err)
+	}
+	s.Advance(clk.pass(time.Hour)) // the delayed ones' timers are gone too
+	if s.Len() != 1 {
+		t.Fatalf("%d live after the hour", s.Len())
+	}
+}
+
+// JobViewsChunked shows every job with its payload, due time, counter and
+// state, and bounds the payload bytes of a chunk.
+func TestJobViewsChunked(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, Shards: 2})
+	c := s.NewClient(&recorder{})
+	big := make([]byte, viewBytes/2+1)
+	want := map[string]JobView{}
+	for i := 0; i < 10; i++ {
+		payload := []byte(fmt.Sprint("p", i))
+		if i < 4 {
+			payload = append(big[:0:0], big...)
+			payload[0] = byte(i)
+		}
+		req := &SubmitReq{Func: []byte(fmt.Sprint("f", i%3)), Unique: []byte(fmt.Sprint("n", i)), Payload: payload,
+			Background: true, Counter: int64(i), Timeout: time.Duration(i) * time.Second}
+		if i%2 == 1 {
+			req.When = clk.Wall().Unix() + int64(i)
+		}
+		id, _ := c.Submit(req)
+		want[string(req.Unique)] = JobView{ID: id, Payload: payload, Counter: req.Counter, When: req.When, Timeout: req.Timeout}
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f0"), 0)
+	var a Attempt
+	running := w.GrabAttempt(&a) // a frontend that shows run times asks for them
+	seen := 0
+	s.JobViewsChunked(func(vs []JobView) {
+		bytes := 0
+		for _, v := range vs {
+			bytes += len(v.Payload)
+			wv := want[v.Unique]
+			if v.ID != wv.ID || string(v.Payload) != string(wv.Payload) || v.Counter != wv.Counter ||
+				v.When != wv.When || v.Timeout != wv.Timeout || !v.Background {
+				t.Fatalf("view %+v, want %+v", v, wv)
+			}
+			if v.Running != (v.ID == running.ID()) || v.Running == v.Started.IsZero() {
+				t.Fatalf("view %s running %v started %v", v.Unique, v.Running, v.Started)
+			}
+			seen++
+		}
+		if len(vs) > 1 && bytes > viewBytes {
+			t.Fatalf("chunk of %d jobs holds %d payload bytes", len(vs), bytes)
+		}
+	})
+	if seen != 10 {
+		t.Fatalf("saw %d jobs", seen)
 	}
 }

@@ -23,14 +23,25 @@
 //     timeout) and pulls work with Grab. When it sleeps (Sleep), sched calls
 //     its Waker once new work may be there; the frontend then pulls in its
 //     own context. Pull with wake-ups is the one model for every protocol.
-//   - Timers: a run timeout (CAN_DO_TIMEOUT) requeues a job as a retry, and
-//     the overrunning worker may still report: the first result wins, the
-//     other attempts' are dropped (Worker.Update returns nil); a
-//     delayed job (SUBMIT_JOB_EPOCH) enters its list when due and wakes
-//     sleepers. One ticker (or the caller, via Advance) drives every wheel.
-//     Time comes from a Clock: timers run on its monotonic Now, and a
-//     requested unix time is turned into a due tick once, at submit, so a
-//     wall-clock step later moves nothing.
+//   - Timers: a run timeout (the job's own SubmitReq.Timeout, else the
+//     ability's) requeues a job as a retry, and the overrunning worker may
+//     still report: the first result wins, the other attempts' are dropped
+//     (Worker.Update returns nil); a delayed job (SubmitReq.When, or a
+//     Requeue with a Delay) enters its list when due and wakes sleepers.
+//     One ticker (or the caller, via Advance) drives every wheel. Time
+//     comes from a Clock: timers run on its monotonic Now, and a requested
+//     unix time is turned into a due tick once, at submit, so a wall-clock
+//     step later moves nothing.
+//   - Retry policy is the job's: by default a lost attempt (timeout,
+//     worker gone) counts against Config.JobRetries and Fail ends the job;
+//     a job submitted with RetryForever goes back to its queue on Fail,
+//     Exception, timeout or worker loss, uncounted, until it completes or
+//     is removed. A worker may also hand a held job back itself
+//     (Worker.Requeue), at once or after a delay, adding to its counter.
+//   - A (function, unique) names one live job. A submit naming a live job
+//     joins it, or with SubmitReq.Replace replaces it; Find and Remove
+//     reach a job by that name, Purge a whole function, and JobViewsChunked
+//     shows every job with its payload, due time and counter.
 //   - A job with no listener is background: it runs whoever leaves. A
 //     background submit that coalesces with a foreground job makes it
 //     background too, since that submitter was told it exists.
@@ -46,26 +57,27 @@
 //
 // # How each protocol maps onto sched
 //
-//   - Gearman: SUBMIT_JOB* -> Client.Submit (BG variants without attaching);
-//     CAN_DO/CAN_DO_TIMEOUT/CANT_DO/RESET_ABILITIES -> Worker.CanDo/CantDo/
-//     Reset; GRAB_JOB* -> Worker.Grab; PRE_SLEEP -> Worker.Sleep (true means
-//     send NOOP now; false, Worker.ClearTimeouts as gearmand drops a
-//     sleeping worker's job timeout), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
+//   - Gearman: SUBMIT_JOB* -> Client.Submit (BG variants without attaching;
+//     SUBMIT_JOB_EPOCH with When); CAN_DO/CAN_DO_TIMEOUT/CANT_DO/
+//     RESET_ABILITIES -> Worker.CanDo/CantDo/Reset; GRAB_JOB* -> Worker.Grab;
+//     PRE_SLEEP -> Worker.Sleep (true means send NOOP now; false,
+//     Worker.ClearTimeouts as gearmand drops a sleeping worker's job
+//     timeout), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
 //     GET_STATUS(_UNIQUE) -> Sched.Status/StatusUnique; admin -> Sched.Funcs,
 //     Jobs, Cancel, CreateFunc, DropFunc, SetMaxQueue.
-//   - Periodic: SUBMIT_JOB with sched_at -> Submit with When; GRAB_JOB parks:
-//     the frontend calls Sleep and, on Wake, Grab; WORK_DONE/FAIL ->
-//     Update(Complete/Fail); SCHED_LATER needs a Worker.Later (requeue with
-//     a new due time, the delayed-job path); a job timeout is the ability's
-//     run timeout.
-//   - Worker-Controller: the controller pushes, so its frontend treats a free
-//     worker as permanently "sleeping": Wake means "grab and push now";
-//     next_pulse is the worker's run timeout on the job it holds.
-//   - dwork: Create -> Submit; Steal -> Grab without sleeping; completion
-//     -> Update(Complete). Task dependencies will be a join counter per job
-//     and successor lists kept here (SubmitReq gains the predecessors), so a
-//     task enters its queue when its counter reaches zero, like any job.
-//   - MemoDB: READY parks like Periodic's GRAB_JOB; the job timeout is the
-//     run timeout; heartbeats will be a worker timer in the same wheel;
-//     results -> Update.
+//   - Periodic: SUBMIT_JOB and LOAD -> Submit with Background, RetryForever,
+//     Replace, Unique = name, When = sched_at, Timeout, Counter; GRAB_JOB
+//     parks: the frontend calls Sleep and, on Wake, GrabAttempt (the
+//     Attempt gives the JSON's sched_at, counter and run_at); WORK_DONE ->
+//     Update(Complete); WORK_FAIL -> Update(Fail), which requeues;
+//     SCHED_LATER -> Worker.Requeue with Delay and Step; REMOVE_JOB ->
+//     Sched.Remove; DROP_FUNC -> Sched.Purge; STATUS -> FuncsChunked; DUMP
+//     -> JobViewsChunked.
+//   - Worker-Controller (not built yet): the controller pushes, so its
+//     frontend will treat a free worker as permanently "sleeping": Wake
+//     means "grab and push now".
+//   - dwork (not built yet): Create -> Submit; Steal -> Grab without
+//     sleeping; completion -> Update(Complete); Lookup -> Find.
+//   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
+//     JOB header's timeout is SubmitReq.Timeout; results -> Update.
 package sched

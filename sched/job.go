@@ -1,6 +1,9 @@
 package sched
 
-import "unsafe"
+import (
+	"time"
+	"unsafe"
+)
 
 // Priority orders a function's three queues; High is served first.
 type Priority uint8
@@ -22,9 +25,10 @@ const (
 )
 
 // Job is one unit of work. Its id, function, unique, payload and reducer
-// never change after Submit, so a frontend may read them without a lock
-// once it holds the *Job (from Grab or Jobs). With Config.Release the
-// payload is valid only until the job ends.
+// do not change while a worker holds the job (a replace changes a waiting
+// job only), so a frontend may read them without a lock once Grab has
+// handed it the *Job. With Config.Release the payload is valid only until
+// the job ends.
 type Job struct {
 	id         uint64
 	fn         *function
@@ -35,11 +39,12 @@ type Job struct {
 	byPayload  bool     // the payload is the coalescing key (SubmitReq.CoalesceOnPayload)
 	owned      bool     // payload is the frontend's buffer, see Config.Release
 	background bool     // runs with no listener (a background submit made or joined it)
-	state      jobState // mutable, as are the fields after when: shard lock
-	when       int64    // unix seconds; 0 = run now (fixed at Submit)
+	forever    bool     // SubmitReq.RetryForever
+	state      jobState // mutable, as are the fields after it: shard lock
 
 	// Mutable state, guarded by the job's shard lock, packed so that a Job
 	// is 160 bytes and one with a 64-byte payload fills a 224-byte object.
+	started    int64 // when the latest attempt began, 1 + ns after the scheduler's epoch; 0 = never or not recorded (see GrabAttempt)
 	retries    uint32
 	num, den   uint32 // last WORK_STATUS
 	nlisteners uint32
@@ -48,7 +53,18 @@ type Job struct {
 	wprev      *Job // worker's held list (guarded by worker.mu)
 	wnext      *Job
 	listeners  *attach // doubly linked list of attached clients
-	timer      *timer  // made on first use: most jobs never wait on a clock
+	ext        *jobExt // made on first use: most jobs need none of it
+}
+
+// jobExt is what only some jobs need: a timer (a due time, a run timeout)
+// and the attributes a submit or a requeue may set. Keeping it out of Job
+// keeps the common job one small allocation.
+type jobExt struct {
+	timer
+	when      int64         // unix seconds the job was asked to run at; 0 = at once
+	timeout   time.Duration // each attempt's run timeout; 0 = the ability's
+	counter   int64         // SubmitReq.Counter plus every RequeueReq.Step
+	prevStart int64         // started of the attempt before the latest, see Attempt
 }
 
 // A job and a small payload share one allocation, so a typical queued job
@@ -94,21 +110,37 @@ func newJob(r *SubmitReq) *Job {
 	return j
 }
 
-// clock returns the job's timer, making it on first use. Caller holds the
-// job's shard lock.
-func (j *Job) clock(kind timerKind) *timer {
-	if j.timer == nil {
-		j.timer = &timer{job: j}
+// more returns the job's jobExt, making it on first use. Caller holds the
+// job's shard lock (or is its only owner, before Submit publishes it).
+func (j *Job) more() *jobExt {
+	if j.ext == nil {
+		j.ext = &jobExt{timer: timer{job: j}}
 	}
-	j.timer.kind = kind
-	return j.timer
+	return j.ext
+}
+
+// clock returns the job's timer, set to kind. Caller holds the job's shard
+// lock.
+func (j *Job) clock(kind timerKind) *timer {
+	t := &j.more().timer
+	t.kind = kind
+	return t
 }
 
 // stopClock disarms the job's timer, if it has one.
 func (j *Job) stopClock(w *wheel) {
-	if j.timer != nil {
-		w.cancel(j.timer)
+	if j.ext != nil {
+		w.cancel(&j.ext.timer)
 	}
+}
+
+// late lists the workers whose run timeout the job overran (see
+// reportedBy); nil for most jobs.
+func (j *Job) late() []*Worker {
+	if j.ext == nil {
+		return nil
+	}
+	return j.ext.late
 }
 
 // key is the coalescing key: the unique, or the payload for "-".
@@ -137,8 +169,14 @@ func (j *Job) Reducer() string { return j.reducer }
 // Priority is the queue the job waits in.
 func (j *Job) Priority() Priority { return j.prio }
 
-// When is the unix time the job was asked to run at (0: immediately).
-func (j *Job) When() int64 { return j.when }
+// When is the unix time the job was asked to run at (0: immediately). A
+// requeue with a delay changes it: read it under Grab's Attempt.
+func (j *Job) when() int64 {
+	if j.ext == nil {
+		return 0
+	}
+	return j.ext.when
+}
 
 // jobList is an intrusive FIFO of jobs.
 type jobList struct {

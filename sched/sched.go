@@ -233,13 +233,13 @@ func (sh *shard) forget(j *Job) {
 		sh.forgetUnique(j.fn, k)
 	}
 	j.state = stateDone
-	if j.timer != nil {
-		for _, w := range j.timer.late {
+	if j.ext != nil {
+		for _, w := range j.ext.late {
 			if w != j.worker {
 				w.addEnded(j.id) // its result, if it comes, is dropped
 			}
 		}
-		j.timer.late = nil
+		j.ext.late = nil
 	}
 	if j.owned && sh.release != nil {
 		sh.release(j.payload)
@@ -262,6 +262,23 @@ type SubmitReq struct {
 	CoalesceOnPayload bool
 	// When runs the job no earlier than this unix time; 0 = now.
 	When int64
+	// Timeout bounds each attempt: a job a worker holds longer goes back to
+	// its queue, as with an ability's timeout, which this overrides.
+	Timeout time.Duration
+	// Counter is the job's starting counter, see RequeueReq.Step.
+	Counter int64
+	// RetryForever makes the job end only by completing (or by Remove,
+	// Cancel, Purge): a Fail or Exception from its worker puts it back in
+	// its queue, and neither that nor a lost attempt (timeout, worker gone)
+	// counts against Config.JobRetries.
+	RetryForever bool
+	// Replace makes a submit whose (function, key) names a live job replace
+	// that job instead of joining it: a waiting job takes the new payload,
+	// due time, priority and attributes and keeps its id (and its
+	// listeners); a running one is left to finish as it was, and the new
+	// job is queued under a new id in its place (the old one is dropped if
+	// it comes back, see Worker.Requeue).
+	Replace bool
 	// Origin is the frontend's token for the goroutine submitting; it is
 	// handed to the Wakers this submit wakes.
 	Origin any
@@ -272,8 +289,9 @@ type SubmitReq struct {
 }
 
 // Submit queues a job, or joins an existing one with the same function and
-// unique. For a foreground request (Background false) c is attached and hears
-// the job's updates. It returns the job's id.
+// unique (or replaces it, see Replace). For a foreground request
+// (Background false) c is attached and hears the job's updates. It returns
+// the job's id.
 func (c *Client) Submit(r *SubmitReq) (uint64, error) {
 	return c.s.submit(c, r)
 }
@@ -288,8 +306,12 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	j.reducer = string(r.Reducer)
 	j.prio = r.Priority
 	j.background = r.Background
-	j.when = r.When
+	j.forever = r.RetryForever
 	j.byPayload = r.CoalesceOnPayload
+	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
+		x := j.more()
+		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
+	}
 	if r.Background && s.durable {
 		if err := s.store.Save(j.record(string(r.Func))); err != nil {
 			return 0, err
@@ -302,30 +324,13 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	key := j.key()
 	if key != "" {
 		if existing := f.unique[key]; existing != nil {
-			linked, kept := true, false
-			if r.Background {
-				// This submitter is told the job exists, so it must run
-				// even if every foreground client of it leaves.
-				kept = !existing.background
-				existing.background = true
-			} else {
-				linked = c.link(existing)
+			if r.Replace && existing.state != stateRunning {
+				return s.replace(sh, c, existing, j, r)
 			}
-			var rec *Record
-			if kept && s.durable {
-				rec = existing.record(f.name)
+			if !r.Replace {
+				return s.join(sh, c, existing, j, r)
 			}
-			sh.mu.Unlock()
-			s.forgetStored(j)
-			if !linked {
-				return 0, ErrClosed
-			}
-			if rec != nil {
-				if err := s.store.Save(rec); err != nil {
-					return 0, err
-				}
-			}
-			return existing.id, nil
+			// Replacing a running job: j takes its key below.
 		}
 	}
 	if max := f.maxQueue[r.Priority]; max > 0 && f.total() >= max {
@@ -343,26 +348,126 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
-	due, later := int64(0), false
-	if r.When > 0 { // the clocks only for delayed jobs
-		due, later = s.dueTick(r.When)
-	}
-	if later {
-		j.state = stateDelayed
-		f.delayed++
-		sh.wheel.arm(j.clock(timerDue), due)
-	} else {
-		j.state = stateQueued
-		f.queues[j.prio].pushBack(j)
-		s.collectSleepers(f, &wake)
-	}
+	s.place(sh, j, &wake)
 	sh.mu.Unlock()
 	s.wakeAll(sh, f, &wake, r.Origin)
 	return j.id, nil
 }
 
+// place puts a job that is in no list yet where it waits: its queue, or the
+// wheel until its due time. Caller holds sh.mu.
+func (s *Sched) place(sh *shard, j *Job, wake *wakeList) {
+	due, later := int64(0), false
+	if w := j.when(); w > 0 { // the clocks only for delayed jobs
+		due, later = s.dueTick(w)
+	}
+	s.placeAt(sh, j, due, later, wake)
+}
+
+func (s *Sched) placeAt(sh *shard, j *Job, due int64, later bool, wake *wakeList) {
+	if later {
+		j.state = stateDelayed
+		j.fn.delayed++
+		sh.wheel.arm(j.clock(timerDue), due)
+		return
+	}
+	j.state = stateQueued
+	j.fn.queues[j.prio].pushBack(j)
+	s.collectSleepers(j.fn, wake)
+}
+
+// unplace takes a waiting job out of its queue or the wheel. Caller holds
+// sh.mu.
+func (sh *shard) unplace(j *Job) {
+	switch j.state {
+	case stateQueued:
+		j.fn.queues[j.prio].remove(j)
+	case stateDelayed:
+		j.stopClock(&sh.wheel)
+		j.fn.delayed--
+	}
+}
+
+// join attaches a submit to the live job it coalesces with; fresh, built
+// for it, is not needed. Called with sh.mu held; returns with it released.
+func (s *Sched) join(sh *shard, c *Client, existing, fresh *Job, r *SubmitReq) (uint64, error) {
+	linked, kept := true, false
+	if r.Background {
+		// This submitter is told the job exists, so it must run even if
+		// every foreground client of it leaves.
+		kept = !existing.background
+		existing.background = true
+	} else {
+		linked = c.link(existing)
+	}
+	var rec *Record
+	if kept && s.durable {
+		rec = existing.record(existing.fn.name)
+	}
+	sh.mu.Unlock()
+	s.forgetStored(fresh)
+	if !linked {
+		return 0, ErrClosed
+	}
+	if rec != nil {
+		if err := s.store.Save(rec); err != nil {
+			return 0, err
+		}
+	}
+	return existing.id, nil
+}
+
+// replace gives a waiting job the content of fresh, built for this submit,
+// and puts it where its new due time says. The job keeps its id, its
+// listeners and its place in the indexes. Called with sh.mu held; returns
+// with it released.
+func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq) (uint64, error) {
+	if !r.Background && !c.link(j) {
+		sh.mu.Unlock()
+		s.forgetStored(fresh)
+		return 0, ErrClosed
+	}
+	sh.unplace(j)
+	if j.owned && sh.release != nil {
+		sh.release(j.payload)
+	}
+	// fresh's payload may lie in fresh's own allocation; j keeps it alive.
+	j.payload, j.owned = fresh.payload, fresh.owned
+	j.reducer = fresh.reducer
+	j.prio = fresh.prio
+	j.background = j.background || fresh.background
+	j.forever = fresh.forever
+	j.retries = 0
+	if fresh.ext != nil || j.ext != nil {
+		x, y := j.more(), fresh.more()
+		x.when, x.timeout, x.counter = y.when, y.timeout, y.counter
+	}
+	var wake wakeList
+	s.place(sh, j, &wake)
+	var rec *Record
+	if j.background && s.durable {
+		rec = j.record(j.fn.name)
+	}
+	sh.mu.Unlock()
+	var err error
+	if rec != nil {
+		err = s.store.Save(rec)
+	}
+	s.forgetStored(fresh) // saved under the id it did not get
+	s.wakeAll(sh, j.fn, &wake, r.Origin)
+	if err != nil {
+		return 0, err
+	}
+	return j.id, nil
+}
+
 func (j *Job) record(fn string) *Record {
-	return &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer, Priority: j.prio, When: j.when}
+	r := &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
+		Priority: j.prio, RetryForever: j.forever}
+	if x := j.ext; x != nil {
+		r.When, r.Timeout, r.Counter = x.when, x.timeout, x.counter
+	}
+	return r
 }
 
 // forgetStored deletes a background job from a durable store.

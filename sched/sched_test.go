@@ -997,3 +997,86 @@ func TestEndedBounded(t *testing.T) {
 		t.Fatalf("%d remembered, oldest %d", len(w.ended), w.ended[0])
 	}
 }
+
+// Replace gives a waiting job new content in place (same id, new due
+// time), and gives a running job's key to a new job, the old one being
+// dropped if it comes back.
+func TestReplace(t *testing.T) {
+	tests := []struct {
+		name    string
+		first   int64 // due offset in seconds of the first submit (0 = now)
+		second  int64
+		running bool // the first is running when the second comes
+		sameID  bool
+	}{
+		{name: "queued stays queued", sameID: true},
+		{name: "queued becomes delayed", second: 60, sameID: true},
+		{name: "delayed becomes due", first: 60, sameID: true},
+		{name: "delayed moves", first: 60, second: 120, sameID: true},
+		{name: "running", running: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			s := newTest(t, Config{Clock: clk})
+			c := s.NewClient(&recorder{})
+			at := func(off int64) int64 {
+				if off == 0 {
+					return 0
+				}
+				return clk.Wall().Unix() + off
+			}
+			sub := func(payload string, off int64, counter int64) uint64 {
+				id, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("n"), Payload: []byte(payload),
+					Background: true, RetryForever: true, Replace: true, When: at(off), Counter: counter})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			id1 := sub("one", tt.first, 1)
+			w := s.NewWorker(&waker{})
+			w.CanDo([]byte("f"), 0)
+			if tt.running && grabPayload(w) != "one" {
+				t.Fatal("first not running")
+			}
+			id2 := sub("two", tt.second, 2)
+			if (id1 == id2) != tt.sameID {
+				t.Fatalf("ids %d and %d", id1, id2)
+			}
+			st := s.Funcs()[0]
+			wantTotal := 1
+			if tt.running {
+				wantTotal = 2 // the old attempt still runs
+			}
+			if st.Total() != wantTotal {
+				t.Fatalf("function holds %d jobs, want %d: %+v", st.Total(), wantTotal, st)
+			}
+			if (st.Delayed == 1) != (tt.second > 0) {
+				t.Fatalf("delayed %d after replacing with due offset %d", st.Delayed, tt.second)
+			}
+			v, ok := s.Find([]byte("f"), []byte("n"))
+			if !ok || v.ID != id2 || string(v.Payload) != "two" || v.When != at(tt.second) || v.Counter != 2 {
+				t.Fatalf("find: %+v %v", v, ok)
+			}
+			if tt.running {
+				// The old attempt fails: it must not come back beside its successor.
+				if err := w.Update(id1, &Update{Kind: Fail}); err != nil {
+					t.Fatal(err)
+				}
+				if s.Len() != 1 {
+					t.Fatalf("%d live jobs after the replaced job failed", s.Len())
+				}
+			}
+			if tt.second > 0 {
+				s.Advance(clk.pass(time.Duration(tt.second) * time.Second))
+			}
+			if got := grabPayload(w); got != "two" {
+				t.Fatalf("grab %q", got)
+			}
+			if got := grabPayload(w); got != "<none>" {
+				t.Fatalf("second grab %q", got)
+			}
+		})
+	}
+}

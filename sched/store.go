@@ -1,5 +1,7 @@
 package sched
 
+import "time"
+
 // Record is what a Store keeps of a job that must survive a restart.
 type Record struct {
 	ID       uint64
@@ -9,6 +11,10 @@ type Record struct {
 	Reducer  string
 	Priority Priority
 	When     int64
+	// What SubmitReq set and a requeue may have changed since.
+	Timeout      time.Duration
+	Counter      int64
+	RetryForever bool
 }
 
 // Store persists background and delayed jobs. Save is called before the

@@ -96,6 +96,12 @@ func (t *jobTable) remove(seq, last uint64) {
 // bounded step per hold of its lock; between steps the table may change,
 // and the walk resumes by number, whatever pages came and went.
 func (t *jobTable) walk(seq uint64, limit int, fn func(*Job)) (next uint64, done bool) {
+	return t.walkUntil(seq, limit, func(j *Job) bool { fn(j); return true })
+}
+
+// walkUntil is walk with an fn that may stop the step early by returning
+// false: the job it refused is where the walk resumes.
+func (t *jobTable) walkUntil(seq uint64, limit int, fn func(*Job) bool) (next uint64, done bool) {
 	if pn := seq >> pageBits; pn < t.base {
 		seq = t.base << pageBits
 	}
@@ -110,8 +116,8 @@ func (t *jobTable) walk(seq uint64, limit int, fn func(*Job)) (next uint64, done
 				return seq, false
 			}
 			limit--
-			if j := p.slots[k]; j != nil {
-				fn(j)
+			if j := p.slots[k]; j != nil && !fn(j) {
+				return seq, false
 			}
 			seq++
 		}

@@ -193,25 +193,58 @@ func (w *Worker) drop(a *ability) {
 	a.sh.mu.Unlock()
 }
 
+// Attempt is what a job looked like as a worker's attempt at it began:
+// the attributes that a requeue or a replace may change later, read under
+// the lock that Grab holds anyway.
+type Attempt struct {
+	When    int64         // unix time the job was due at (0: at once)
+	Timeout time.Duration // this attempt's run timeout (0: none)
+	Counter int64
+	// Started is when this attempt began; PrevStarted when the one before
+	// it did (zero for a first attempt).
+	Started, PrevStarted time.Time
+}
+
 // Grab hands the worker the next job from its functions, or nil. The job
-// is the worker's until it reports a terminal Update, times out or the
-// worker closes.
-func (w *Worker) Grab() *Job {
+// is the worker's until it reports a terminal Update, requeues it, times
+// out or the worker closes.
+func (w *Worker) Grab() *Job { return w.GrabAttempt(nil) }
+
+// GrabAttempt is Grab that also fills a (when not nil) with the job's
+// attributes as this attempt begins.
+func (w *Worker) GrabAttempt(a *Attempt) *Job {
 	w.state.Store(awake)
 	for i := len(w.abilities) - 1; i >= 0; i-- {
-		a := w.abilities[i]
-		sh := a.sh
+		ab := w.abilities[i]
+		sh := ab.sh
 		sh.mu.Lock()
-		j := a.fn.pop()
+		j := ab.fn.pop()
 		if j == nil {
 			sh.mu.Unlock()
 			continue
 		}
 		j.state = stateRunning
 		j.worker = w
-		a.fn.running++
-		if a.timeout > 0 {
-			sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(w.s.clock.Now().Add(a.timeout)))
+		ab.fn.running++
+		timeout := ab.timeout
+		if j.ext != nil && j.ext.timeout > 0 {
+			timeout = j.ext.timeout
+		}
+		// The clock is read only for a job that shows when it ran (a caller
+		// that asks for the Attempt, a job with attributes) or that will
+		// time out: a plain Gearman grab does without it.
+		if a != nil || timeout > 0 || j.ext != nil || j.forever {
+			now := w.s.clock.Now()
+			if j.started != 0 {
+				j.more().prevStart = j.started
+			}
+			j.started = int64(now.Sub(w.s.epoch)) + 1 // never 0: 0 means never started
+			if timeout > 0 {
+				sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(now.Add(timeout)))
+			}
+		}
+		if a != nil {
+			w.s.attempt(j, timeout, a)
 		}
 		w.hold(j)
 		sh.mu.Unlock()
@@ -219,12 +252,30 @@ func (w *Worker) Grab() *Job {
 			// Tried last next time.
 			w.mu.Lock()
 			copy(w.abilities[1:i+1], w.abilities[:i])
-			w.abilities[0] = a
+			w.abilities[0] = ab
 			w.mu.Unlock()
 		}
 		return j
 	}
 	return nil
+}
+
+// attempt fills a for a job just grabbed. Caller holds j's shard lock.
+func (s *Sched) attempt(j *Job, timeout time.Duration, a *Attempt) {
+	*a = Attempt{Timeout: timeout, Started: s.wallOf(j.started)}
+	if x := j.ext; x != nil {
+		a.When, a.Counter, a.PrevStarted = x.when, x.counter, s.wallOf(x.prevStart)
+	}
+}
+
+// wallOf turns a started value into the calendar time it stands for, by
+// the wall clock's offset now.
+func (s *Sched) wallOf(started int64) time.Time {
+	if started == 0 {
+		return time.Time{}
+	}
+	ago := s.clock.Now().Sub(s.epoch.Add(time.Duration(started - 1)))
+	return s.clock.Wall().Add(-ago)
 }
 
 // Sleep records that the worker waits for work. It returns true when work
@@ -330,10 +381,29 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		j.num = atou32(u.Data)
 		j.den = atou32(u.Den)
 	}
+	if j.forever && (u.Kind == Fail || u.Kind == Exception) {
+		// A failed attempt at a job that retries for ever is no news for
+		// its listeners: back to the queue (unless w's attempt was already
+		// given up on, see reportedBy).
+		var wake wakeList
+		ended := false
+		if j.worker == w && j.state == stateRunning {
+			ended = w.s.putBack(sh, j, 0, &wake)
+		} else if j.ext != nil {
+			j.ext.late = slices.DeleteFunc(j.ext.late, func(x *Worker) bool { return x == w })
+		}
+		f := j.fn
+		sh.mu.Unlock()
+		if ended {
+			w.s.forgetStored(j)
+		}
+		w.s.wakeAll(sh, f, &wake, u.Origin)
+		return nil
+	}
 	ls := collect(w.scratch[:0], j, u.Kind.Terminal())
 	if u.Kind.Terminal() {
-		if j.timer != nil { // w has had its say (see Sched.forget)
-			j.timer.late = slices.DeleteFunc(j.timer.late, func(x *Worker) bool { return x == w })
+		if j.ext != nil { // w has had its say (see Sched.forget)
+			j.ext.late = slices.DeleteFunc(j.ext.late, func(x *Worker) bool { return x == w })
 		}
 		switch {
 		case j.state == stateQueued: // a late result: it need not run again
@@ -372,7 +442,7 @@ func (j *Job) reportedBy(w *Worker) bool {
 }
 
 func (j *Job) overran(w *Worker) bool {
-	return j.timer != nil && slices.Contains(j.timer.late, w)
+	return slices.Contains(j.late(), w)
 }
 
 // maxLate bounds the workers a job remembers as having overran it, and
@@ -431,6 +501,78 @@ func (w *Worker) Close() {
 	}
 }
 
+// RequeueReq says how a job a worker holds goes back to its queue.
+type RequeueReq struct {
+	// Delay runs the job no earlier than this long from now; 0 = at once.
+	// The job's due time (Attempt.When) becomes now + Delay, in whole
+	// seconds.
+	Delay time.Duration
+	// Step is added to the job's counter.
+	Step int64
+}
+
+// Requeue gives back a job the worker holds, to run again after r.Delay.
+// The attempt does not count against Config.JobRetries. A job replaced
+// while it ran (SubmitReq.Replace) ends instead: its successor already
+// waits. ErrNotFound means the worker does not hold the job.
+func (w *Worker) Requeue(id uint64, r RequeueReq) error {
+	sh := w.s.shardOf(id)
+	var wake wakeList
+	sh.mu.Lock()
+	j := sh.job(id)
+	if j == nil || j.worker != w || j.state != stateRunning {
+		sh.mu.Unlock()
+		return ErrNotFound
+	}
+	if r.Step != 0 {
+		j.more().counter += r.Step
+	}
+	if r.Delay > 0 {
+		j.more().when = w.s.clock.Wall().Add(r.Delay).Unix()
+	}
+	ended := w.s.putBack(sh, j, r.Delay, &wake)
+	var rec *Record
+	if !ended && j.background && w.s.durable && (r.Delay > 0 || r.Step != 0) {
+		rec = j.record(j.fn.name)
+	}
+	f := j.fn
+	sh.mu.Unlock()
+	if ended {
+		w.s.forgetStored(j)
+	}
+	if rec != nil {
+		w.s.store.Save(rec)
+	}
+	w.s.wakeAll(sh, f, &wake, nil)
+	return nil
+}
+
+// putBack returns a running job to its queue, or to the wheel for delay:
+// its worker lets go of it. It reports whether the job ended instead,
+// because a replace made a successor while it ran. Caller holds sh.mu.
+func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, wake *wakeList) (ended bool) {
+	j.stopClock(&sh.wheel)
+	j.release()
+	j.fn.running--
+	if j.superseded() {
+		sh.forget(j)
+		return true
+	}
+	if delay > 0 {
+		s.placeAt(sh, j, s.deadline(s.clock.Now().Add(delay)), true, wake)
+	} else {
+		s.placeAt(sh, j, 0, false, wake)
+	}
+	return false
+}
+
+// superseded reports whether a replace gave j's key to another job.
+// Caller holds j's shard lock.
+func (j *Job) superseded() bool {
+	k := j.key()
+	return k != "" && j.fn.unique[k] != j
+}
+
 // retry takes a running job back from worker w: gone, or too slow
 // (timedOut), in which case w may still report its result.
 func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
@@ -442,27 +584,31 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 		sh.mu.Unlock()
 		return
 	}
-	j.stopClock(&sh.wheel)
-	j.release()
 	if timedOut && !j.overran(w) {
-		if len(j.timer.late) == maxLate {
-			j.timer.late = append(j.timer.late[:0], j.timer.late[1:]...)
+		x := j.more()
+		if len(x.late) == maxLate {
+			x.late = append(x.late[:0], x.late[1:]...)
 		}
-		j.timer.late = append(j.timer.late, w)
+		x.late = append(x.late, w)
 	}
 	f := j.fn
-	f.running--
-	j.retries++
+	if !j.forever {
+		j.retries++
+	}
 	switch {
-	case s.retries > 0 && j.retries >= s.retries:
+	case !j.forever && s.retries > 0 && j.retries >= s.retries:
+		j.stopClock(&sh.wheel)
+		j.release()
+		f.running--
 		failed = collect(nil, j, true)
 		sh.forget(j)
 	case !j.background && j.nlisteners == 0:
+		j.stopClock(&sh.wheel)
+		j.release()
+		f.running--
 		sh.forget(j) // nobody is waiting for it any more
 	default:
-		j.state = stateQueued
-		f.queues[j.prio].pushBack(j)
-		s.collectSleepers(f, &wake)
+		s.putBack(sh, j, 0, &wake)
 	}
 	done := j.state == stateDone
 	sh.mu.Unlock()

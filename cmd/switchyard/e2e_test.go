@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,6 +227,16 @@ func startServer(t *testing.T, extraArgs ...string) (addr string, port int, stop
 // port, read back from /proc, answers getpid with the server's pid.
 func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 	t.Helper()
+	s, _ := startServerPorts(t, 1, extraArgs...)
+	return s
+}
+
+// startServerPorts launches the server under test, waits until it listens on
+// n TCP addresses (read back from /proc), and returns once the one that
+// answers getpid with the server's pid, its Gearman port, does. The other
+// n-1 addresses (the Periodic listeners) are returned, sorted.
+func startServerPorts(t *testing.T, n int, extraArgs ...string) (*serverProc, []string) {
+	t.Helper()
 	s := launchServer(t, serverBinary(t), extraArgs...)
 	cmd := s.cmd
 
@@ -236,42 +247,66 @@ func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 	}
 	wait, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelWait()
-	addrs, err := harness.WaitListening(wait, cmd.Process.Pid, s.done)
-	switch {
-	case errors.Is(err, harness.ErrExited):
-		fail("exited early (%v)", s.waitErr)
-	case err != nil:
-		fail("%v", err)
-	case len(addrs) != 1:
-		fail("listens on %v, want one address", addrs)
-	}
-	s.addr, s.port = addrs[0].String(), int(addrs[0].Port())
-
-	// Wait until it answers, and make sure the listener is this process:
-	// getpid over the admin protocol must name it.
+	// The listeners need not open at once: poll until all n are there.
+	var addrs []netip.AddrPort
 	for {
-		c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
-		if err == nil {
+		var err error
+		addrs, err = harness.WaitListening(wait, cmd.Process.Pid, s.done)
+		switch {
+		case errors.Is(err, harness.ErrExited):
+			fail("exited early (%v)", s.waitErr)
+		case err != nil:
+			fail("%v", err)
+		case len(addrs) > n:
+			fail("listens on %v, want %d address(es)", addrs, n)
+		}
+		if len(addrs) == n {
+			break
+		}
+		select {
+		case <-wait.Done():
+			fail("listens on %v after 10s, want %d address(es)", addrs, n)
+		case <-time.After(10 * time.Millisecond): // polling a starting process, not synchronising
+		}
+	}
+
+	// Wait until one answers, and make sure the listener is this process:
+	// getpid over the admin protocol must name it. (The others, which
+	// speak another protocol, just close the connection.)
+	for {
+		for i, a := range addrs {
+			c, err := net.DialTimeout("tcp", a.String(), 200*time.Millisecond)
+			if err != nil {
+				continue
+			}
 			pid, perr := adminGetpid(c)
 			c.Close()
 			if perr == nil && pid == cmd.Process.Pid {
-				return s
+				s.addr, s.port = a.String(), int(a.Port())
+				var others []string
+				for j, o := range addrs {
+					if j != i {
+						others = append(others, o.String())
+					}
+				}
+				return s, others
 			}
 			if perr == nil {
-				fail("port %d answered with pid %d, not %d", s.port, pid, cmd.Process.Pid)
+				fail("port %d answered with pid %d, not %d", a.Port(), pid, cmd.Process.Pid)
 			}
 		}
 		select {
 		case <-s.done:
 			fail("exited early (%v)", s.waitErr)
 		case <-wait.Done():
-			fail("port %d not answering getpid after 10s", s.port)
+			fail("none of %v answering getpid after 10s", addrs)
 		case <-time.After(20 * time.Millisecond): // polling for the port, not synchronising
 		}
 	}
 }
 
-// launchServer starts bin listening on 127.0.0.1 with -p 0 and extraArgs,
+// launchServer starts bin listening on 127.0.0.1 with -p 0 and extraArgs
+// (and, for switchyard, no Periodic listener unless extraArgs name one),
 // logging to the returned serverProc's stderr buffer, and stops it when the
 // test ends (printing its output if the test failed).
 func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
@@ -295,6 +330,12 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 		"--pid-file", s.pidFile,
 	}
 	args = append(args, extraArgs...)
+	// switchyard also serves Periodic, by default on tcp://0.0.0.0:5000: a
+	// test that does not ask for it gets none, so that parallel servers do
+	// not contend for that port.
+	if filepath.Base(bin) != "gearmand" && !hasPeriodicListen(extraArgs) {
+		args = append(args, "--periodic-listen", "off")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eProcTimeout)
 	s.cancel = cancel
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -318,6 +359,16 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 		}
 	})
 	return s
+}
+
+// hasPeriodicListen tells whether args set --periodic-listen.
+func hasPeriodicListen(args []string) bool {
+	for _, a := range args {
+		if a == "--periodic-listen" || strings.HasPrefix(a, "--periodic-listen=") {
+			return true
+		}
+	}
+	return false
 }
 
 // adminGetpid asks "getpid" on an open connection.

@@ -70,6 +70,8 @@ const (
 	// defaultShutdownTimeout is how long "shutdown graceful" waits for
 	// running jobs.
 	defaultShutdownTimeout = 30 * time.Second
+	// defaultPeriodicListen is the real Periodic server's TCP port.
+	defaultPeriodicListen = "tcp://0.0.0.0:5000"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -110,6 +112,7 @@ type options struct {
 	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
+	PeriodicListen    []string      // --periodic-listen (ours, repeatable): tcp://HOST:PORT or unix:///path; nil = defaultPeriodicListen; empty = off
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -157,6 +160,8 @@ type optDef struct {
 	ignored string
 	// refused: a usage error "<refused> (option '--long')".
 	refused string
+	// multi: may be given more than once; each value is set in turn.
+	multi bool
 }
 
 // Help groups, in gearmand's order.
@@ -169,9 +174,10 @@ const (
 	gPostgres  = "Postgres"
 	gRedis     = "redis"
 	gMySQL     = "MySQL"
+	gPeriodic  = "Periodic (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic}
 
 const noQueue = "only the builtin queue is supported"
 
@@ -316,6 +322,10 @@ var optTable = []*optDef{
 	{long: "mysql-password", value: true, group: gMySQL, help: "Ignored.", ignored: noQueue},
 	{long: "mysql-db", value: true, group: gMySQL, help: "Ignored.", ignored: noQueue},
 	{long: "mysql-table", value: true, dflt: "gearman_queue", group: gMySQL, help: "Ignored.", ignored: noQueue},
+
+	{long: "periodic-listen", value: true, multi: true, dflt: defaultPeriodicListen, group: gPeriodic,
+		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
+		set:  setPeriodicListen},
 }
 
 var (
@@ -426,6 +436,54 @@ func setMaxPacket(s *parseState, v string) error {
 	}
 	s.o.MaxPacket = n
 	return nil
+}
+
+func setPeriodicListen(s *parseState, v string) error {
+	if v == "off" {
+		if len(s.o.PeriodicListen) > 0 {
+			return usagef("the argument ('off') for option '--periodic-listen' cannot be combined with addresses")
+		}
+		s.o.PeriodicListen = []string{}
+		return nil
+	}
+	if s.o.PeriodicListen != nil && len(s.o.PeriodicListen) == 0 {
+		return usagef("the argument ('%s') for option '--periodic-listen' cannot be combined with 'off'", v)
+	}
+	if err := checkListenURL(v); err != nil {
+		return usagef("the argument ('%s') for option '--periodic-listen' is invalid: %v", v, err)
+	}
+	for _, a := range s.o.PeriodicListen {
+		if a == v {
+			return usagef("the argument ('%s') for option '--periodic-listen' is given twice", v)
+		}
+	}
+	s.o.PeriodicListen = append(s.o.PeriodicListen, v)
+	return nil
+}
+
+// checkListenURL accepts tcp://HOST:PORT (HOST may be empty for every
+// address, PORT 0 for one the kernel picks) and unix:///absolute/path.
+func checkListenURL(v string) error {
+	scheme, rest, ok := strings.Cut(v, "://")
+	switch {
+	case !ok:
+		return errors.New("want tcp://HOST:PORT or unix:///path")
+	case scheme == "unix":
+		if !strings.HasPrefix(rest, "/") {
+			return errors.New("a unix socket path must be absolute")
+		}
+		return nil
+	case scheme == "tcp":
+		_, port, err := net.SplitHostPort(rest)
+		if err != nil {
+			return err
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || port != strconv.FormatUint(n, 10) {
+			return fmt.Errorf("bad port %q", port)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown scheme %q", scheme)
 }
 
 func setFunctionTTL(s *parseState, v string) error {
@@ -733,7 +791,7 @@ func (s *parseState) store(items []item, file string) error {
 		if inFile && s.fromCmdline[d] {
 			continue // the command line wins; gearmand does not even check the value
 		}
-		if seen[d] {
+		if seen[d] && !d.multi {
 			return usagef("option '--%s' cannot be specified more than once", d.long)
 		}
 		seen[d] = true

@@ -209,6 +209,12 @@ func TestParseArgs(t *testing.T) {
 		{"--function-ttl seconds", []string{"--function-ttl", "90"}, nil, want(func(o *options) { o.FunctionTTL = 90 * time.Second })},
 		{"--function-ttl=duration", []string{"--function-ttl=10m"}, nil, want(func(o *options) { o.FunctionTTL = 10 * time.Minute })},
 		{"--function-ttl 0 keeps all", []string{"--function-ttl", "0"}, nil, want(func(o *options) { o.FunctionTTL = 0 })},
+		{"--periodic-listen repeated", []string{"--periodic-listen", "tcp://127.0.0.1:0", "--periodic-listen=unix:///run/p.sock", "--periodic-listen", "tcp://:5000"}, nil,
+			want(func(o *options) {
+				o.PeriodicListen = []string{"tcp://127.0.0.1:0", "unix:///run/p.sock", "tcp://:5000"}
+			})},
+		{"--periodic-listen off", []string{"--periodic-listen", "off"}, nil, want(func(o *options) { o.PeriodicListen = []string{} })},
+		{"--periodic-listen ipv6", []string{"--periodic-listen", "tcp://[::1]:5000"}, nil, want(func(o *options) { o.PeriodicListen = []string{"tcp://[::1]:5000"} })},
 		{"--admin-shutdown", []string{"--admin-shutdown"}, nil, want(func(o *options) { o.AdminShutdown = true })},
 		{"--shutdown-timeout seconds", []string{"--shutdown-timeout", "1"}, nil, want(func(o *options) { o.ShutdownTimeout = time.Second })},
 		{"--shutdown-timeout=duration", []string{"--shutdown-timeout=1m30s"}, nil, want(func(o *options) { o.ShutdownTimeout = 90 * time.Second })},
@@ -413,6 +419,13 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--hashtable-buckets", "-1"}, nil, "the argument ('-1') for option '--hashtable-buckets' is invalid"},
 		{[]string{"--hashtable-buckets", "0"}, nil, "hashtable-buckets has to be greater than 0"},
 		{[]string{"--mysql-port", "abc"}, nil, "the argument ('abc') for option '--mysql-port' is invalid"},
+		{[]string{"--periodic-listen", "5000"}, nil, "the argument ('5000') for option '--periodic-listen' is invalid: want tcp://HOST:PORT or unix:///path"},
+		{[]string{"--periodic-listen", "unix://rel.sock"}, nil, "the argument ('unix://rel.sock') for option '--periodic-listen' is invalid: a unix socket path must be absolute"},
+		{[]string{"--periodic-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--periodic-listen' is invalid: bad port \"99999\""},
+		{[]string{"--periodic-listen", "udp://h:1"}, nil, "the argument ('udp://h:1') for option '--periodic-listen' is invalid: unknown scheme \"udp\""},
+		{[]string{"--periodic-listen", "off", "--periodic-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--periodic-listen' cannot be combined with 'off'"},
+		{[]string{"--periodic-listen", "tcp://h:1", "--periodic-listen", "off"}, nil, "the argument ('off') for option '--periodic-listen' cannot be combined with addresses"},
+		{[]string{"--periodic-listen", "tcp://h:1", "--periodic-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--periodic-listen' is given twice"},
 		{[]string{"--function-ttl", "-1"}, nil, "the argument ('-1') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
 		{[]string{"--function-ttl", "soon"}, nil, "the argument ('soon') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
 		{[]string{"--function-ttl", "99999999999999999"}, nil, "the argument ('99999999999999999') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
@@ -543,7 +556,7 @@ func TestConfigFile(t *testing.T) {
 		{name: "tab is not a separator", file: "--port\t4731\n", wantErr: "unrecognised option '--port\t4731' (in configuration file %s)"},
 		{name: "unknown option", file: "--foo=1", wantErr: "unrecognised option '--foo=1' (in configuration file %s)"},
 		{name: "ambiguous", file: "--keepalive-i=5", wantErr: "option '--keepalive-i=5' is ambiguous and matches '--keepalive-idle', and '--keepalive-interval' (in configuration file %s)"},
-		{name: "ambiguous, four", file: "--p 1", wantErr: "option '--p' is ambiguous and matches '--pid-file', '--plain-port', '--port', and '--protocol' (in configuration file %s)"},
+		{name: "ambiguous, four", file: "--p 1", wantErr: "option '--p' is ambiguous and matches '--periodic-listen', '--pid-file', '--plain-port', '--port', and '--protocol' (in configuration file %s)"},
 		{name: "hidden option", file: "--check-args", wantErr: "unrecognised option '--check-args' (in configuration file %s)"},
 		{name: "repeated in the file", file: "--port=4731\n--port=4732\n", wantErr: "option '--port' cannot be specified more than once (in configuration file %s)"},
 		{name: "missing value", file: "-t\n-p\n", wantErr: "the required argument for option '--threads' is missing (in configuration file %s)"},
@@ -766,6 +779,7 @@ func TestEveryOptionParses(t *testing.T) {
 		"protocol": "http", "queue-type": "builtin", "verbose": "INFO", "port": "4731",
 		"max-packet": "1M", "hashtable-buckets": "5", "mysql-port": "3306",
 		"keepalive-idle": "5", "keepalive-interval": "5", "keepalive-count": "5",
+		"periodic-listen": "tcp://127.0.0.1:0",
 	}
 	for _, d := range optTable {
 		if d.refused != "" {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"switchyard/engine/gearman"
+	"switchyard/engine/periodic"
 	"switchyard/sched"
 )
 
@@ -125,6 +126,15 @@ func run(args []string) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
+	var psrv *periodic.Server
+	if addrs := periodicAddrs(o); len(addrs) > 0 {
+		psrv = periodic.New(periodic.Config{Addrs: addrs, Loops: o.Threads}, s, log)
+		if err := psrv.Start(); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			stopServers(srv, nil, log)
+			return 1
+		}
+	}
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
 		return 1
@@ -140,6 +150,9 @@ func run(args []string) int {
 	// The bound addresses, not the configured ones: with -p 0 the kernel
 	// picks the port, and this line is where a person or a script finds it.
 	log.Info("listening", append(listenFields(srv), zap.String("version", version))...)
+	if psrv != nil {
+		log.Info("periodic listening", zap.Stringers("addrs", psrv.Addrs()))
+	}
 
 	select {
 	case got := <-sig:
@@ -147,16 +160,39 @@ func run(args []string) int {
 	case graceful := <-stop:
 		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
 		if graceful {
+			if psrv != nil {
+				psrv.Drain()
+			}
 			finishRunningJobs(srv, o.ShutdownTimeout, sig, stop, log)
 		}
 	}
+	stopServers(srv, psrv, log)
+	log.Info("shutdown complete")
+	return 0
+}
+
+// stopServers closes every frontend, each given drainTimeout to write what
+// it owes. A nil Periodic server is none.
+func stopServers(srv *gearman.Server, psrv *periodic.Server, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	if psrv != nil {
+		if err := psrv.Stop(ctx); err != nil {
+			log.Warn("stop periodic", zap.Error(err))
+		}
+	}
 	if err := srv.Stop(ctx); err != nil {
 		log.Warn("stop", zap.Error(err))
 	}
-	log.Info("shutdown complete")
-	return 0
+}
+
+// periodicAddrs is where the Periodic frontend listens: the real server's
+// TCP port unless --periodic-listen says otherwise ("off": nowhere).
+func periodicAddrs(o *options) []string {
+	if o.PeriodicListen == nil {
+		return []string{defaultPeriodicListen}
+	}
+	return o.PeriodicListen
 }
 
 // finishRunningJobs is "shutdown graceful": no new connections and no new

@@ -11,6 +11,8 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"switchyard/engine/listen"
 )
 
 // drainPoll is how often Drain looks at the number of running jobs. A job
@@ -121,7 +123,7 @@ func (s *Server) closeListeners() error {
 	}
 	var errs []error
 	for _, a := range s.cfg.Addrs {
-		network, addr, err := gnetListener(a)
+		network, addr, err := listen.Split(a)
 		if err != nil {
 			errs = append(errs, err)
 			continue

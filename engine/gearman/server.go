@@ -12,16 +12,15 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/listen"
 	"switchyard/engine/tlsgate"
 	"switchyard/sched"
 )
@@ -157,7 +156,7 @@ func (s *Server) Start() error {
 		gnet.WithNumEventLoop(s.cfg.Loops),
 		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log.Sugar()}),
+		gnet.WithLogger(listen.Logger{L: s.log.Sugar()}),
 	}
 	if s.cfg.Keepalive {
 		idle := s.cfg.KeepaliveIdle
@@ -300,82 +299,21 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// checkAddrs refuses an address given twice: gnet tells listeners apart by
-// the address they were given, so two "tcp://127.0.0.1:0" could not be told
-// apart (and with a fixed port the second bind would fail anyway). No
-// address at all is fine only with TLS listeners.
+// checkAddrs refuses an address list gnet could not tell apart; none at
+// all is fine only with TLS listeners.
 func checkAddrs(addrs []string, tls bool) error {
-	if len(addrs) == 0 && !tls {
-		return errors.New("gearman: no address to listen on")
-	}
-	seen := make(map[string]bool, len(addrs))
-	for _, a := range addrs {
-		if seen[a] {
-			return fmt.Errorf("gearman: address %s given twice", a)
-		}
-		seen[a] = true
+	if err := listen.Check(addrs, tls); err != nil {
+		return fmt.Errorf("gearman: %w", err)
 	}
 	return nil
 }
 
-// boundAddrs reads each listener's local address from a duplicate of its
-// socket: gnet keeps the address it was asked for, not the one bound.
 func boundAddrs(eng gnet.Engine, protoAddrs []string) ([]net.Addr, error) {
-	out := make([]net.Addr, 0, len(protoAddrs))
-	for _, pa := range protoAddrs {
-		network, addr, err := gnetListener(pa)
-		if err != nil {
-			return nil, err
-		}
-		fd, err := eng.DupListener(network, addr)
-		if err != nil {
-			return nil, fmt.Errorf("gearman: listener of %s: %w", pa, err)
-		}
-		sa, err := unix.Getsockname(fd)
-		unix.Close(fd)
-		if err != nil {
-			return nil, fmt.Errorf("gearman: getsockname of %s: %w", pa, err)
-		}
-		a, err := sockaddrAddr(sa)
-		if err != nil {
-			return nil, fmt.Errorf("gearman: %s: %w", pa, err)
-		}
-		out = append(out, a)
+	addrs, err := listen.Bound(eng, protoAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("gearman: %w", err)
 	}
-	return out, nil
-}
-
-// gnetListener returns the network and address under which gnet knows the
-// listener of a Config.Addrs entry, for Engine.DupListener.
-func gnetListener(pa string) (network, addr string, err error) {
-	network, addr, ok := strings.Cut(pa, "://")
-	if !ok {
-		return "", "", fmt.Errorf("gearman: address %q has no scheme", pa)
-	}
-	switch network {
-	case "tcp4", "tcp6":
-		network = "tcp" // as gnet records it once bound
-	}
-	return network, addr, nil
-}
-
-func sockaddrAddr(sa unix.Sockaddr) (net.Addr, error) {
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return &net.TCPAddr{IP: net.IPv4(sa.Addr[0], sa.Addr[1], sa.Addr[2], sa.Addr[3]), Port: sa.Port}, nil
-	case *unix.SockaddrInet6:
-		a := &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
-		if sa.ZoneId != 0 {
-			if ifi, err := net.InterfaceByIndex(int(sa.ZoneId)); err == nil {
-				a.Zone = ifi.Name
-			}
-		}
-		return a, nil
-	case *unix.SockaddrUnix:
-		return &net.UnixAddr{Name: sa.Name, Net: "unix"}, nil
-	default:
-		return nil, fmt.Errorf("unexpected socket address %T", sa)
-	}
+	return addrs, nil
 }
 
 // OnOpen implements gnet.EventHandler.
@@ -461,12 +399,3 @@ func remoteIP(a net.Addr) string {
 		return a.String()
 	}
 }
-
-// gnetLogger routes gnet's own logging into zap.
-type gnetLogger struct{ l *zap.SugaredLogger }
-
-func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debugf(f, a...) }
-func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debugf(f, a...) }
-func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warnf(f, a...) }
-func (g gnetLogger) Errorf(f string, a ...any) { g.l.Errorf(f, a...) }
-func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Fatalf(f, a...) }

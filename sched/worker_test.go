@@ -1,0 +1,174 @@
+package sched
+
+import (
+	"testing"
+	"time"
+)
+
+// periodicLike submits a background job that retries for ever, as the
+// Periodic frontend does.
+func foreverJob(t *testing.T, c *Client, fn, key, payload string, when int64, timeout time.Duration) uint64 {
+	t.Helper()
+	id, err := c.Submit(&SubmitReq{Func: []byte(fn), Unique: []byte(key), Payload: []byte(payload),
+		Background: true, RetryForever: true, Replace: true, When: when, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// Requeue puts a held job back at once or after a delay, adds to its
+// counter, and never uses up Config.JobRetries.
+func TestRequeue(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      RequeueReq
+		times    int
+		counter  int64
+		waitTill time.Duration // when it is due again; 0 = at once
+	}{
+		{name: "at once", req: RequeueReq{}, times: 5},
+		{name: "step", req: RequeueReq{Step: 2}, times: 3, counter: 6},
+		{name: "later", req: RequeueReq{Delay: 3 * time.Second, Step: 1}, times: 2, counter: 2, waitTill: 3 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			s := newTest(t, Config{Clock: clk, JobRetries: 1})
+			c := s.NewClient(&recorder{})
+			id := foreverJob(t, c, "f", "n", "p", 0, 0)
+			k := &waker{}
+			w := s.NewWorker(k)
+			w.CanDo([]byte("f"), 0)
+			for i := 0; i < tt.times; i++ {
+				var a Attempt
+				j := w.GrabAttempt(&a)
+				if j == nil || j.ID() != id {
+					t.Fatalf("round %d: no job", i)
+				}
+				if err := w.Requeue(id, tt.req); err != nil {
+					t.Fatalf("round %d: %v", i, err)
+				}
+				if tt.waitTill > 0 {
+					if w.Grab() != nil {
+						t.Fatalf("round %d: due before its delay", i)
+					}
+					if w.Sleep() {
+						t.Fatal("sleep saw work")
+					}
+					s.Advance(clk.pass(tt.waitTill - time.Millisecond))
+					if k.n.Load() != int32(i) {
+						t.Fatalf("round %d: woken early", i)
+					}
+					s.Advance(clk.pass(time.Millisecond))
+					if k.n.Load() != int32(i+1) {
+						t.Fatalf("round %d: not woken when due", i)
+					}
+					v, _ := s.Find([]byte("f"), []byte("n"))
+					if want := clk.Wall().Unix(); v.When != want {
+						t.Fatalf("due time %d, want %d", v.When, want)
+					}
+				}
+			}
+			var a Attempt
+			if j := w.GrabAttempt(&a); j == nil {
+				t.Fatal("job gone after requeues")
+			}
+			if a.Counter != tt.counter {
+				t.Fatalf("counter %d, want %d", a.Counter, tt.counter)
+			}
+			if err := w.Update(id, &Update{Kind: Complete}); err != nil || s.Len() != 0 {
+				t.Fatalf("complete: %v, %d live", err, s.Len())
+			}
+			if err := w.Requeue(id, RequeueReq{}); err != ErrNotFound {
+				t.Fatalf("requeue of an ended job: %v", err)
+			}
+		})
+	}
+}
+
+// A job that retries for ever comes back after a Fail, an Exception, a
+// run timeout and a lost worker, whatever -j says, and its listeners hear
+// only its completion.
+func TestRetryForever(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, JobRetries: 1})
+	r := &recorder{}
+	c := s.NewClient(r)
+	id := foreverJob(t, c, "f", "n", "p", 0, 2*time.Second)
+	// A foreground client joins it: it must hear the end, not the failures.
+	if got, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("n"), Payload: []byte("p")}); err != nil || got != id {
+		t.Fatalf("join: %d %v", got, err)
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	for _, kind := range []UpdateKind{Fail, Exception} {
+		if j := w.Grab(); j == nil {
+			t.Fatalf("%v: no job", kind)
+		}
+		if err := w.Update(id, &Update{Kind: kind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Timeout (the job's own, not the ability's).
+	if w.Grab() == nil {
+		t.Fatal("no job after failures")
+	}
+	s.Advance(clk.pass(3 * time.Second))
+	if w.Running() != 0 {
+		t.Fatal("job timeout did not take the job back")
+	}
+	// Lost worker.
+	w2 := s.NewWorker(&waker{})
+	w2.CanDo([]byte("f"), 0)
+	if w2.Grab() == nil {
+		t.Fatal("no job after timeout")
+	}
+	w2.Close()
+	if j := w.Grab(); j == nil || j.ID() != id {
+		t.Fatal("job lost with its worker")
+	}
+	if got := r.events(); len(got) != 0 {
+		t.Fatalf("listener heard %v before the end", got)
+	}
+	if err := w.Update(id, &Update{Kind: Complete, Data: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.events(); len(got) != 1 {
+		t.Fatalf("listener heard %v, want the completion", got)
+	}
+}
+
+// GrabAttempt reports the attempt's attributes: the job's own timeout over
+// the ability's, when it began and when the one before began.
+func TestGrabAttempt(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk})
+	c := s.NewClient(&recorder{})
+	when := clk.Wall().Unix() - 10
+	id := foreverJob(t, c, "f", "n", "p", when, 5*time.Second)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), time.Second)
+	var a Attempt
+	if w.GrabAttempt(&a) == nil {
+		t.Fatal("no job")
+	}
+	first := clk.Wall()
+	if a.When != when || a.Timeout != 5*time.Second || !a.Started.Equal(first) || !a.PrevStarted.IsZero() {
+		t.Fatalf("first attempt %+v", a)
+	}
+	clk.pass(7 * time.Second)
+	w.Requeue(id, RequeueReq{})
+	if w.GrabAttempt(&a) == nil {
+		t.Fatal("no job")
+	}
+	if !a.PrevStarted.Equal(first) || !a.Started.Equal(clk.Wall()) {
+		t.Fatalf("second attempt %+v, first began %v", a, first)
+	}
+	// A Gearman-style job: the ability's timeout.
+	c.Submit(&SubmitReq{Func: []byte("g"), Background: true})
+	w.CanDo([]byte("g"), time.Second)
+	if w.GrabAttempt(&a) == nil || a.Timeout != time.Second || a.When != 0 {
+		t.Fatalf("plain job attempt %+v", a)
+	}
+}
