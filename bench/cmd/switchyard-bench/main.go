@@ -158,7 +158,7 @@ func run() error {
 				}
 				run.Server, run.Round = s.config.Name, round
 				rec.Runs = append(rec.Runs, run)
-				fmt.Fprintf(os.Stderr, "bench: %-10s %-10s %10s jobs/s  p99 %-8s cpu server %.1fs load %.1fs %s\n", run.Scenario, run.Server,
+				fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu server %.1fs load %.1fs %s\n", run.Scenario, run.Server,
 					record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99), run.CPUSeconds, run.LoadCPU, firstLine(run.Error))
 			}
 		}
