@@ -47,7 +47,8 @@ fuzz:
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
-# gearmand (see bench/results/README.md). BENCHFLAGS=--quick for a short run.
+# gearmand (see bench/results/README.md); the periodic-* ones against
+# switchyard alone. BENCHFLAGS=--quick for a short run.
 BENCHFLAGS ?=
 bench: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench

@@ -1,13 +1,16 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +20,15 @@ import (
 // the kernel picks instead of testing: a stand-in server for Start.
 const listenEnv = "SWITCHYARD_HARNESS_LISTEN"
 
+// twoListenersEnv makes the child listen on two ports like switchyard with
+// its Periodic listener: first one that closes every connection, then, a
+// moment later, one that answers the admin getpid.
+const twoListenersEnv = "SWITCHYARD_HARNESS_TWO"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(twoListenersEnv) != "" {
+		serveTwo()
+	}
 	if addr := os.Getenv(listenEnv); addr != "" {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -33,6 +44,40 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+func serveTwo() {
+	closer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.Exit(1)
+	}
+	go func() {
+		for {
+			c, err := closer.Accept()
+			if err != nil {
+				os.Exit(1)
+			}
+			c.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.Exit(1)
+	}
+	for {
+		c, err := admin.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		go func() {
+			defer c.Close()
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			if line == "getpid\n" {
+				fmt.Fprintf(c, "OK %d\n", os.Getpid())
+			}
+		}()
+	}
 }
 
 // The rows are as an x86 kernel prints them: words in little-endian order.
@@ -153,6 +198,44 @@ func TestStartFindsPort(t *testing.T) {
 	}
 	if want := []netip.AddrPort{netip.MustParseAddrPort(srv.Addr)}; !slices.Equal(got, want) {
 		t.Errorf("Listening(child) = %v, want %v", got, want)
+	}
+}
+
+// TestStartTellsListenersApart: of two listeners, Addr is the one that
+// answers getpid, whichever was opened first, and the other is in Others.
+func TestStartTellsListenersApart(t *testing.T) {
+	t.Setenv(twoListenersEnv, "1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := Start(ctx, Config{Name: "child", Path: os.Args[0], Args: []string{"-test.run=^$"}, Listeners: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	if !answersGetpid(srv.Addr, srv.PID()) || len(srv.Others) != 1 || srv.Others[0] == srv.Addr {
+		t.Fatalf("Addr %q, Others %q", srv.Addr, srv.Others)
+	}
+	if answersGetpid(srv.Others[0], srv.PID()) {
+		t.Errorf("the other listener %s answers getpid", srv.Others[0])
+	}
+	if got := srv.Addr; got != "127.0.0.1:"+strconv.Itoa(srv.Port) {
+		t.Errorf("Addr %q, Port %d", got, srv.Port)
+	}
+}
+
+// TestStartWantsEveryListener: a server that opens fewer listeners than
+// the config says fails to start, in time.
+func TestStartWantsEveryListener(t *testing.T) {
+	t.Setenv(listenEnv, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // Start waits until ctx ends
+	defer cancel()
+	srv, err := Start(ctx, Config{Name: "child", Path: os.Args[0], Args: []string{"-test.run=^$"}, Listeners: 2})
+	if err == nil {
+		srv.Stop()
+		t.Fatal("started with one listener of two")
+	}
+	if !strings.Contains(err.Error(), "want 2 addresses") {
+		t.Errorf("error %v", err)
 	}
 }
 

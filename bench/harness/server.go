@@ -1,12 +1,16 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,13 +29,21 @@ type Config struct {
 	Args []string
 	// Log, when set, also receives the server's stdout and stderr.
 	Log io.Writer
+	// Listeners is how many TCP addresses the server listens on; 0 means
+	// one. With more than one (switchyard with its Periodic listener), the
+	// Gearman address is the one that answers the admin command "getpid"
+	// with the server's PID, and the others go to Server.Others.
+	Listeners int
 }
 
 // Server is a running server process.
 type Server struct {
 	Name string
-	Addr string // where it listens, e.g. 127.0.0.1:41234
+	Addr string // where it listens (the Gearman address), e.g. 127.0.0.1:41234
 	Port int
+	// Others are the addresses other than Addr it listens on, sorted
+	// (Config.Listeners).
+	Others []string
 
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the process has exited
@@ -67,34 +79,78 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.waitErr = s.cmd.Wait()
 		close(s.exited)
 	}()
-	if err := s.waitAccepting(ctx); err != nil {
+	if err := s.waitAccepting(ctx, max(cfg.Listeners, 1)); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("%s %s: %w%s", cfg.Name, strings.Join(s.cmd.Args, " "), err, s.outputNote())
 	}
 	return s, nil
 }
 
-// waitAccepting waits until the server listens, sets Addr and Port, and
-// checks that a connection is accepted there.
-func (s *Server) waitAccepting(ctx context.Context) error {
+// waitAccepting waits until the server listens on want addresses, sets
+// Addr, Port and Others, and checks that a connection is accepted at Addr.
+func (s *Server) waitAccepting(ctx context.Context, want int) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	addrs, err := WaitListening(ctx, s.PID(), s.exited)
+	// A server may open its listeners one after the other.
+	for err == nil && len(addrs) < want {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("listens on %v, want %d addresses: %w", addrs, want, ctx.Err())
+		case <-time.After(10 * time.Millisecond): // polling a starting process
+		}
+		addrs, err = WaitListening(ctx, s.PID(), s.exited)
+	}
 	if errors.Is(err, ErrExited) {
 		return fmt.Errorf("exited before listening: %v", s.waitErr)
 	}
 	if err != nil {
 		return err
 	}
-	if len(addrs) != 1 {
-		return fmt.Errorf("listens on %v, want one address", addrs)
+	if len(addrs) != want {
+		return fmt.Errorf("listens on %v, want %d address(es)", addrs, want)
 	}
-	s.Addr, s.Port = addrs[0].String(), int(addrs[0].Port())
-	conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if want == 1 {
+		s.Addr, s.Port = addrs[0].String(), int(addrs[0].Port())
+		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+	var gearman []netip.AddrPort
+	for _, a := range addrs {
+		if answersGetpid(a.String(), s.PID()) {
+			gearman = append(gearman, a)
+		} else {
+			s.Others = append(s.Others, a.String())
+		}
+	}
+	if len(gearman) != 1 {
+		return fmt.Errorf("of %v, %d answer the admin getpid, want one (the Gearman port)", addrs, len(gearman))
+	}
+	s.Addr, s.Port = gearman[0].String(), int(gearman[0].Port())
+	return nil
+}
+
+// answersGetpid reports whether addr answers the Gearman admin command
+// "getpid" with pid ("OK 1234"). Another protocol's listener does not: a
+// Periodic server closes a connection whose first bytes are not its magic.
+func answersGetpid(addr string, pid int) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return err
+		return false
 	}
-	return conn.Close()
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("getpid\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return false
+	}
+	return slices.Contains(strings.Fields(line), strconv.Itoa(pid))
 }
 
 // PID is the server's process id.

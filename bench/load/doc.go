@@ -1,11 +1,17 @@
-// Package load generates Gearman load over raw TCP: pipelined clients that
-// keep a fixed number of jobs in flight, workers that behave like libgearman
-// workers (CAN_DO, then GRAB_JOB / PRE_SLEEP / NOOP), and idle connections.
+// Package load generates Gearman and Periodic load over raw TCP.
 //
-// It speaks the wire format itself, independently of switchyard's codec, so
-// that a codec bug cannot hide itself and so that nothing but a read, a parse
-// and a buffered write sits in the hot loop. Each connection is served by one
-// goroutine that reads every packet already received, answers into a buffered
-// writer and flushes only before it would block: one write per burst, as a
-// pipelining client library would do.
+// Gearman: pipelined clients that keep a fixed number of jobs in flight,
+// workers that behave like libgearman workers (CAN_DO, then GRAB_JOB /
+// PRE_SLEEP / NOOP), and idle connections. Periodic (Lupino's periodic
+// v0.1.7): clients that pipeline SUBMIT_JOB with a bounded window of
+// SUCCESS replies matched by message id, optionally paced or bounded by a
+// Pool of jobs in the server, and workers that keep several GRAB_JOBs
+// parked and answer each JOB_ASSIGN with WORK_DONE and a new GRAB_JOB.
+//
+// It speaks both wire formats itself, independently of switchyard's codecs,
+// so that a codec bug cannot hide itself and so that nothing but a read, a
+// parse and a buffered write sits in the hot loop. Each connection is
+// served by one goroutine that reads every packet already received, answers
+// into a buffered writer and flushes only before it would block: one write
+// per burst, as a pipelining client library would do.
 package load

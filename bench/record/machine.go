@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -72,11 +73,30 @@ func GitCommit(dir, resultsDir string) string {
 		return "unknown"
 	}
 	args := []string{"status", "--porcelain", "--", "."}
-	if resultsDir != "" {
+	// A results directory outside the tree (--out /tmp/x) is nothing to
+	// exclude, and git refuses such a pathspec.
+	if inside(dir, resultsDir) {
 		args = append(args, ":(exclude)"+resultsDir)
 	}
 	if status, err := git(args...); err != nil || status != "" {
 		commit += "-dirty"
 	}
 	return commit
+}
+
+// inside reports whether path (relative to dir if not absolute) lies in dir.
+func inside(dir, path string) bool {
+	if path == "" {
+		return false
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	absDir, err1 := filepath.Abs(dir)
+	absPath, err2 := filepath.Abs(path)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(absDir, absPath)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

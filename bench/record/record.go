@@ -42,10 +42,13 @@ type Machine struct {
 
 // Server is one server binary under test.
 type Server struct {
-	Name    string   `json:"name"`
-	Path    string   `json:"path"`
-	Version string   `json:"version"`
-	Args    []string `json:"args"` // as run ("-p 0": the kernel picks the port); older records have PORT there
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	// Args as run ("-p 0": the kernel picks the port; older records have
+	// PORT there). switchyard's end in "--periodic-listen off" for the
+	// Gearman scenarios; its Periodic scenarios have tcp://127.0.0.1:0.
+	Args []string `json:"args"`
 }
 
 // Run is one scenario against one server.

@@ -1,6 +1,8 @@
 package record
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -187,5 +189,40 @@ func TestMachineParsing(t *testing.T) {
 	meminfo := "MemTotal:       24683520 kB\nMemFree:        23968000 kB\n"
 	if got := memTotalMB(strings.NewReader(meminfo)); got != 24105 {
 		t.Errorf("memTotalMB = %d", got)
+	}
+}
+
+func TestGitCommitDirty(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644)
+	git("add", "a")
+	git("commit", "-qm", "a")
+	// Results written outside the tree: nothing to exclude, and clean.
+	if got := GitCommit(dir, t.TempDir()); strings.HasSuffix(got, "-dirty") || got == "unknown" {
+		t.Errorf("a clean tree with results elsewhere: %q", got)
+	}
+	os.MkdirAll(filepath.Join(dir, "results"), 0o755)
+	os.WriteFile(filepath.Join(dir, "results", "r.json"), []byte("{}"), 0o644)
+	for _, out := range []string{"results", filepath.Join(dir, "results"), ""} {
+		got := GitCommit(dir, out)
+		if wantDirty := out == ""; strings.HasSuffix(got, "-dirty") != wantDirty || got == "unknown" {
+			t.Errorf("GitCommit with results in %q = %q, want dirty %v", out, got, wantDirty)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "a"), []byte("changed"), 0o644)
+	if got := GitCommit(dir, t.TempDir()); !strings.HasSuffix(got, "-dirty") {
+		t.Errorf("a changed file with results elsewhere: %q, want dirty", got)
 	}
 }

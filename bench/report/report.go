@@ -105,7 +105,10 @@ func Markdown(s *Series) string {
 		"`make bench` (the full suite) or `make bench BENCHFLAGS=--quick` (a few seconds per scenario), " +
 		"then `make bench-report`. Every scenario runs on a fresh server on 127.0.0.1, switchyard and " +
 		"gearmand alternating; `ceiling` and `ceiling-sync` run against an echo process instead, to show " +
-		"what the machine allows any server. `bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
+		"what the machine allows any server. The `periodic-*` scenarios speak Periodic (Lupino's periodic v0.1.7) and run " +
+		"against switchyard alone: gearmand has no Periodic, and the real periodic server cannot be installed here " +
+		"(its Go modules are not on the module proxy and no distribution packages it), so they have no baseline. " +
+		"`bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
 	if len(s.Records) == 0 {
 		b.WriteString("No results yet.\n")
 		return b.String()
@@ -120,8 +123,12 @@ func Markdown(s *Series) string {
 	fmt.Fprintf(&b, "Command: `%s`\n\n", strings.Join(latest.Command, " "))
 	b.WriteString(latest.Markdown())
 	b.WriteString("\nLatency is submit to WORK_COMPLETE for the foreground scenarios and submit to JOB_CREATED for " +
-		"`bg` and `queue-1m`, whose jobs/s is the submit rate. RSS is the server's at the end of the load, " +
-		"CPU s the server's user+system time during the scenario.\n\n")
+		"`bg` and `queue-1m`, whose jobs/s is the submit rate. Likewise `periodic-submit` and `periodic-delayed-1m` " +
+		"time submit to SUCCESS and give the submit rate; `periodic-run` times submit to JOB_ASSIGN and counts jobs " +
+		"assigned to workers; `periodic-due` times a job's due time (sched_at) to its JOB_ASSIGN, and its jobs/s is " +
+		"the rate at which jobs fell due. RSS is the server's at the end of the load, " +
+		"CPU s the server's user+system time during the scenario; `cpu us per job` and `load cpu us per job` " +
+		"in the notes are the server's and the load generator's CPU per job over the part of the run that did the jobs.\n\n")
 
 	b.WriteString("## History\n\n![jobs/s and p99 per scenario over runs](history.svg)\n\n")
 	for _, sc := range s.Scenarios {

@@ -19,6 +19,7 @@ type Params struct {
 	Conns    int           // idle connections held open
 	Timeout  time.Duration // bound on a phase that runs to a count (fill, drain)
 	Settle   time.Duration // pause before reading RSS after a drain
+	Delay    time.Duration // how long after its submit a Periodic job is due (whole seconds)
 }
 
 // Param describes one field of Params for flags and records.
@@ -42,6 +43,7 @@ var AllParams = []Param{
 	{"conns", "idle connections held open", func(p *Params) any { return &p.Conns }},
 	{"timeout", "time bound for filling or draining a queue", func(p *Params) any { return &p.Timeout }},
 	{"settle", "pause before reading RSS after the drain", func(p *Params) any { return &p.Settle }},
+	{"delay", "how long after its submit a Periodic job is due (whole seconds: sched_at counts seconds)", func(p *Params) any { return &p.Delay }},
 }
 
 // LookupParam finds a Param by name.

@@ -17,6 +17,9 @@ import (
 // Target is the server a scenario runs against.
 type Target struct {
 	Addr string
+	// PeriodicAddr is the server's Periodic listener, for the Periodic
+	// scenarios ("" otherwise).
+	PeriodicAddr string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
 }
@@ -27,10 +30,13 @@ type Scenario struct {
 	About string
 	Uses  []string // the Params fields it reads
 	// Echo runs it against an echo process instead of the job servers.
-	Echo  bool
-	Full  Params // defaults of `make bench`
-	Quick Params // defaults of --quick: a few seconds and smaller counts
-	run   func(ctx context.Context, t Target, p Params, out *record.Run) error
+	Echo bool
+	// Periodic runs it against switchyard alone (gearmand has no Periodic),
+	// started with a Periodic listener: Target.PeriodicAddr.
+	Periodic bool
+	Full     Params // defaults of `make bench`
+	Quick    Params // defaults of --quick: a few seconds and smaller counts
+	run      func(ctx context.Context, t Target, p Params, out *record.Run) error
 }
 
 // Run runs the scenario and returns its record (Server and Round left for
@@ -56,7 +62,8 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 }
 
 // All is every scenario, in the order `make bench` runs them.
-var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K}
+var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

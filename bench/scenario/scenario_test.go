@@ -14,11 +14,14 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k"}
-	var gearman, echo []string
+	var gearman, echo, periodic []string
 	for _, s := range All {
-		if s.Echo {
+		switch {
+		case s.Echo:
 			echo = append(echo, s.Name)
-		} else {
+		case s.Periodic:
+			periodic = append(periodic, s.Name)
+		default:
 			gearman = append(gearman, s.Name)
 		}
 	}
@@ -27,6 +30,9 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	}
 	if want := []string{"ceiling", "ceiling-sync"}; !reflect.DeepEqual(echo, want) {
 		t.Errorf("echo scenarios %q, want %q", echo, want)
+	}
+	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m"}; !reflect.DeepEqual(periodic, want) {
+		t.Errorf("Periodic scenarios %q, want %q", periodic, want)
 	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
@@ -44,6 +50,9 @@ func TestScenarioParams(t *testing.T) {
 			// Quick is never heavier than full.
 			if s.Quick.Duration > s.Full.Duration || s.Quick.Jobs > s.Full.Jobs || s.Quick.Timeout > s.Full.Timeout {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
+			}
+			if s.Echo && s.Periodic {
+				t.Error("both an echo and a Periodic scenario")
 			}
 		})
 	}
@@ -91,6 +100,63 @@ func TestTenthRates(t *testing.T) {
 	}
 }
 
+func TestStepRates(t *testing.T) {
+	p := load.NewProgress(1000)
+	for range 550 {
+		p.Add(1)
+	}
+	if got := stepRates(p); len(got) != 5 || got[0] <= 0 || got[4] <= 0 {
+		t.Errorf("stepRates after 55%% = %v, want 5 positive rates", got)
+	}
+}
+
+func TestWholeSeconds(t *testing.T) {
+	if n, err := wholeSeconds(time.Hour); n != 3600 || err != nil {
+		t.Errorf("an hour: %d, %v", n, err)
+	}
+	for _, bad := range []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond} {
+		if _, err := wholeSeconds(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// buildSwitchyard builds the server into a temporary directory.
+func buildSwitchyard(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "switchyard")
+	build := exec.Command("go", "build", "-o", bin, "switchyard/cmd/switchyard")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startSwitchyard starts bin as the bench does, with the Periodic listener
+// off or on a loopback port.
+func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic bool) *harness.Server {
+	t.Helper()
+	cfg := harness.Config{
+		Name: "switchyard",
+		Path: bin,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "--periodic-listen", "off"},
+	}
+	if periodic {
+		cfg.Args[len(cfg.Args)-1] = "tcp://127.0.0.1:0"
+		cfg.Listeners = 2
+	}
+	srv, err := harness.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv
+}
+
 // TestForegroundAgainstSwitchyard builds switchyard and runs the fg and bg
 // scenarios against it for a moment with tiny counts. It checks that the
 // harness and the load generators work end to end, not how fast.
@@ -98,26 +164,10 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "switchyard")
-	build := exec.Command("go", "build", "-o", bin, "switchyard/cmd/switchyard")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSwitchyard(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := harness.Start(ctx, harness.Config{
-		Name: "switchyard",
-		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := startSwitchyard(ctx, t, bin, false)
 	target := Target{Addr: srv.Addr, Usage: srv.Usage}
 
 	tests := []struct {
@@ -144,6 +194,60 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 			}
 			if tt.scenario == conns10K && run.Extra["idle_conns"] != 50 {
 				t.Errorf("idle connections: %v", run.Extra)
+			}
+		})
+	}
+	if err := srv.Alive(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestPeriodicAgainstSwitchyard runs the Periodic scenarios against a
+// switchyard with a Periodic listener for a moment with tiny counts: the
+// harness finds both ports, and the load generators and checks work end
+// to end.
+func TestPeriodicAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := startSwitchyard(ctx, t, bin, true)
+	if len(srv.Others) != 1 || srv.Others[0] == srv.Addr {
+		t.Fatalf("Gearman at %s, others %v", srv.Addr, srv.Others)
+	}
+	target := Target{Addr: srv.Addr, PeriodicAddr: srv.Others[0], Usage: srv.Usage}
+
+	tests := []struct {
+		scenario *Scenario
+		params   Params
+		jobs     int64 // want exactly, when not 0
+	}{
+		{periodicSubmit, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500}, 500},
+		{periodicRun, Params{Clients: 2, Workers: 2, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond}, 0},
+		{periodicDue, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 8, Payload: 64, Duration: 500 * time.Millisecond, Jobs: 20, Delay: time.Second}, 20},
+		{periodicDelayed1M, Params{Clients: 2, InFlight: 8, Payload: 64, Jobs: 2000, Delay: time.Hour, Timeout: time.Minute}, 2000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario.Name, func(t *testing.T) {
+			run := tt.scenario.Run(ctx, target, tt.params)
+			if run.Error != "" {
+				t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+			}
+			if run.Jobs <= 0 || run.JobsPerSec <= 0 || run.Latency.Count != run.Jobs || run.Latency.P50 <= 0 ||
+				run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 {
+				t.Errorf("implausible run: %+v", run)
+			}
+			// /proc counts CPU in 10 ms ticks: a tiny run may read 0.
+			if _, ok := run.Extra["cpu_us_per_job"]; !ok {
+				t.Errorf("no server CPU per job: %v", run.Extra)
+			}
+			if tt.jobs != 0 && run.Jobs != tt.jobs {
+				t.Errorf("%d jobs, want %d", run.Jobs, tt.jobs)
+			}
+			if tt.scenario == periodicDelayed1M && (run.Extra["status_jobs"] != 2000 || run.Extra["submit_slowest_step_jobs_per_s"] <= 0 || run.Extra["rss_bytes_per_job"] == 0) {
+				t.Errorf("extras %v", run.Extra)
 			}
 		})
 	}

@@ -1,7 +1,9 @@
 // Command switchyard-bench runs the benchmark scenarios against switchyard
 // and, when it is installed, gearmand, alternating the two per scenario so
-// that every figure has a baseline from the same minute. It prints a
-// markdown table and writes a JSON record to the results directory.
+// that every figure has a baseline from the same minute. The Periodic
+// scenarios run against switchyard alone: gearmand has no Periodic. It
+// prints a markdown table and writes a JSON record to the results
+// directory.
 //
 //	switchyard-bench [--quick] [--scenarios fg,bg] [--rounds 2] [--fg.duration 30s] ...
 package main
@@ -12,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
@@ -75,7 +78,7 @@ func run() error {
 	}
 	if opts.list {
 		for _, s := range scenario.All {
-			fmt.Printf("%-11s %s\n", s.Name, s.About)
+			fmt.Printf("%-19s %s\n", s.Name, s.About)
 		}
 		return nil
 	}
@@ -139,7 +142,7 @@ func run() error {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) {
+				if sc.Echo != (s.config.Name == echoServer) || (sc.Periodic && s.config.Name != "switchyard") {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -149,13 +152,13 @@ func run() error {
 					s.config.Log = serverLog
 					fmt.Fprintf(serverLog, "=== %s round %d on %s\n", sc.Name, round, s.config.Name)
 				}
-				run, err := runOne(ctx, sc, params, s.config)
+				run, err := runOne(ctx, sc, params, s)
 				if err != nil {
 					return err
 				}
 				run.Server, run.Round = s.config.Name, round
 				rec.Runs = append(rec.Runs, run)
-				fmt.Fprintf(os.Stderr, "bench: %-10s %-10s %10s jobs/s  p99 %-8s cpu server %.1fs load %.1fs %s\n", run.Scenario, run.Server,
+				fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu server %.1fs load %.1fs %s\n", run.Scenario, run.Server,
 					record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99), run.CPUSeconds, run.LoadCPU, firstLine(run.Error))
 			}
 		}
@@ -176,12 +179,30 @@ func run() error {
 }
 
 // runOne starts a fresh server, runs one scenario against it and stops it.
-func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, cfg harness.Config) (record.Run, error) {
+func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec) (record.Run, error) {
+	cfg := s.config
+	if s.periodicFlag {
+		// The Gearman scenarios run without switchyard's default Periodic
+		// listener (0.0.0.0:5000); the Periodic ones on a loopback port
+		// the kernel picks, the one that does not answer getpid.
+		listen := "off"
+		if sc.Periodic {
+			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
+		}
+		cfg.Args = append(slices.Clip(cfg.Args), "--periodic-listen", listen)
+	} else if sc.Periodic {
+		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+			Error: cfg.Path + " has no --periodic-listen: it does not serve Periodic"}, nil
+	}
 	srv, err := harness.Start(ctx, cfg)
 	if err != nil {
 		return record.Run{}, err
 	}
-	run := sc.Run(ctx, scenario.Target{Addr: srv.Addr, Usage: srv.Usage}, p)
+	target := scenario.Target{Addr: srv.Addr, Usage: srv.Usage}
+	if sc.Periodic {
+		target.PeriodicAddr = srv.Others[0]
+	}
+	run := sc.Run(ctx, target, p)
 	if err := srv.Stop(); err != nil && run.Error == "" {
 		run.Error = err.Error()
 	}
@@ -191,6 +212,9 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, cfg h
 type serverSpec struct {
 	config harness.Config
 	record record.Server
+	// periodicFlag: switchyard with --periodic-listen, which runOne
+	// appends to config.Args per scenario.
+	periodicFlag bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -199,7 +223,15 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// -p 0: the kernel picks the port and the harness reads it back, so no
 	// free port is picked here that someone else could take first.
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd}
-	servers := []serverSpec{newServerSpec("switchyard", opts.switchyard, append(sy, strings.Fields(opts.switchyardArgs)...))}
+	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
+	spec := newServerSpec("switchyard", opts.switchyard, sy)
+	if hasOption(opts.switchyard, "--periodic-listen") {
+		// The record shows the Gearman scenarios' command line; the
+		// Periodic ones have tcp://127.0.0.1:0 in place of off.
+		spec.periodicFlag = true
+		spec.record.Args = append(slices.Clip(sy), "--periodic-listen", "off")
+	}
+	servers := []serverSpec{spec}
 	if opts.gearmand == "" || opts.gearmand == "none" {
 		return servers, nil
 	}
@@ -225,6 +257,16 @@ func newServerSpec(name, path string, args []string) serverSpec {
 		config: harness.Config{Name: name, Path: path, Args: args},
 		record: record.Server{Name: name, Path: path, Version: version, Args: args},
 	}
+}
+
+// hasOption reports whether the --help of the binary at path names option.
+// A switchyard from before its Periodic listener refuses the flag, and the
+// bench still runs its Gearman scenarios.
+func hasOption(path, option string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, "--help").CombinedOutput()
+	return strings.Contains(string(out), option)
 }
 
 func serverNames(servers []serverSpec) string {

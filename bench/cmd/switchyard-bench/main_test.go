@@ -35,6 +35,13 @@ func TestParseFlagsQuick(t *testing.T) {
 			}
 		})
 	}
+	quick, err := parseFlags([]string{"--quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := quick.params["periodic-delayed-1m"]; got.Jobs != 100_000 || got.Delay != time.Hour {
+		t.Errorf("quick periodic-delayed-1m: %d jobs due %v later, want 100000 an hour later", got.Jobs, got.Delay)
+	}
 	for _, bad := range [][]string{{"--rounds", "0"}, {"stray"}, {"--fg.jobs", "3"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
@@ -69,5 +76,35 @@ func TestCeilingEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(string(out), "| switchyard |") {
 		t.Errorf("switchyard ran an echo scenario:\n%s", out)
+	}
+}
+
+// TestPeriodicNeedsTheFlag: against a switchyard without --periodic-listen
+// (here: a binary that is not a server at all) a Periodic scenario is an
+// error row, not a crash, and no gearmand row.
+func TestPeriodicNeedsTheFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "switchyard-bench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(bin, "--scenarios", "periodic-submit", "--switchyard", truePath, "--out", "")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(string(out), "| periodic-submit | switchyard |") || !strings.Contains(string(out), "has no --periodic-listen") {
+		t.Errorf("no error row in:\n%s", out)
+	}
+	if strings.Contains(string(out), "| gearmand |") {
+		t.Errorf("gearmand ran a Periodic scenario:\n%s", out)
 	}
 }
