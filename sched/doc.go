@@ -6,7 +6,7 @@
 //
 // A function name hashes to one of N shards (a power of two). A shard owns
 // the functions that hash to it, their jobs, their (function, unique) index
-// and a hashed timer wheel, all behind one mutex that is only ever held for
+// and a hierarchical timer wheel, all behind one mutex that is only ever held for
 // in-memory work. A job id carries its shard index in its low bits, so a
 // result that arrives by id finds its shard without a global map.
 //
