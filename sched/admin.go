@@ -38,7 +38,7 @@ func (s *Sched) StatusUnique(unique []byte) JobStatus {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for f := range sh.keyed {
-			if j := f.unique[string(unique)]; j != nil {
+			if j := f.uniqueJob(string(unique)); j != nil {
 				st := statusOf(j)
 				sh.mu.Unlock()
 				return st
@@ -213,7 +213,7 @@ func (s *Sched) Remove(fn, key []byte) (uint64, error) {
 	f := sh.funcs[string(fn)]
 	var j *Job
 	if f != nil {
-		j = f.unique[string(key)]
+		j = f.uniqueJob(string(key))
 	}
 	if j == nil {
 		sh.mu.Unlock()
@@ -246,11 +246,15 @@ func (s *Sched) Find(fn, key []byte) (JobView, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	f := sh.funcs[string(fn)]
-	if f == nil || f.unique[string(key)] == nil {
+	var j *Job
+	if f != nil {
+		j = f.uniqueJob(string(key))
+	}
+	if j == nil {
 		return JobView{}, false
 	}
 	var v JobView
-	s.view(f.unique[string(key)], &v, nil)
+	s.view(j, &v, nil)
 	v.Payload = append([]byte(nil), v.Payload...)
 	return v, true
 }

@@ -12,7 +12,7 @@ type function struct {
 	workers  int                // registered abilities
 	maxQueue [numPriorities]int // 0 = unlimited
 	kept     bool               // made by CreateFunc: never forgotten for idleness
-	unique   map[string]*Job    // coalescing index: key -> live job; nil when empty
+	unique   *keyIndex          // coalescing index: key -> live job; nil when empty
 	peak     int                // most keys unique held since it was made
 	sleepers abilityList        // abilities whose worker slept on this function
 
@@ -46,28 +46,36 @@ func (f *function) pop() *Job {
 // does not make a new map for each.
 const uniqueKeep = 256
 
-// addUnique indexes j under key. Caller holds sh.mu.
+// addUnique indexes j under key (in place of the job there, if any).
+// Caller holds sh.mu.
 func (sh *shard) addUnique(f *function, key string, j *Job) {
 	if f.unique == nil {
-		f.unique = make(map[string]*Job)
+		f.unique = new(keyIndex)
 	}
-	if len(f.unique) == 0 {
+	if f.unique.len() == 0 {
 		if sh.keyed == nil {
 			sh.keyed = make(map[*function]struct{})
 		}
 		sh.keyed[f] = struct{}{}
 	}
-	f.unique[key] = j
-	f.peak = max(f.peak, len(f.unique))
+	f.unique.set(key, j)
+	f.peak = max(f.peak, f.unique.len())
 }
 
-// forgetUnique removes key. A Go map never gives back the room it grew
-// to, so an index that held many keys is dropped once it empties: a
-// million distinct uniques drained would otherwise pin ~90 MB for good.
-// Caller holds sh.mu.
+// uniqueJob is the live job f indexes under key, or nil. Caller holds sh.mu.
+func (f *function) uniqueJob(key string) *Job {
+	if f.unique == nil {
+		return nil
+	}
+	return f.unique.get(key)
+}
+
+// forgetUnique removes key. An index that held many keys is dropped once
+// it empties: a million distinct uniques drained would otherwise pin its
+// table for good. Caller holds sh.mu.
 func (sh *shard) forgetUnique(f *function, key string) {
-	delete(f.unique, key)
-	if len(f.unique) > 0 {
+	f.unique.del(key)
+	if f.unique.len() > 0 {
 		return
 	}
 	delete(sh.keyed, f)

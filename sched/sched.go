@@ -229,7 +229,7 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 // forget removes a finished job from the shard's indexes. Caller holds sh.mu.
 func (sh *shard) forget(j *Job) {
 	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
-	if k := j.key(); k != "" && j.fn.unique[k] == j {
+	if k := j.key(); k != "" && j.fn.uniqueJob(k) == j {
 		sh.forgetUnique(j.fn, k)
 	}
 	j.state = stateDone
@@ -323,7 +323,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	f := s.function(sh, r.Func)
 	key := j.key()
 	if key != "" {
-		if existing := f.unique[key]; existing != nil {
+		if existing := f.uniqueJob(key); existing != nil {
 			if r.Replace && existing.state != stateRunning {
 				return s.replace(sh, c, existing, j, r)
 			}

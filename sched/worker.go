@@ -570,7 +570,7 @@ func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, wake *wakeList) 
 // Caller holds j's shard lock.
 func (j *Job) superseded() bool {
 	k := j.key()
-	return k != "" && j.fn.unique[k] != j
+	return k != "" && j.fn.uniqueJob(k) != j
 }
 
 // retry takes a running job back from worker w: gone, or too slow

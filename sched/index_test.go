@@ -1,0 +1,95 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The index against a Go map: random sets, overwrites and deletes through
+// growth, shrinking and resizes under way.
+func TestKeyIndexAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var x keyIndex
+	model := map[string]*Job{}
+	jobs := map[string]*Job{}
+	job := func(k string) *Job { // a job whose key is k
+		j := &Job{unique: k}
+		jobs[k] = j
+		return j
+	}
+	for op := 0; op < 300000; op++ {
+		// Phases that grow, then empty, then grow again.
+		span := 5000
+		if (op/50000)%2 == 1 {
+			span = 50
+		}
+		k := fmt.Sprint("k", rng.IntN(span))
+		switch r := rng.IntN(10); {
+		case r < 5:
+			j := job(k)
+			x.set(k, j)
+			model[k] = j
+		case r < 8:
+			if model[k] != nil {
+				x.del(k)
+				delete(model, k)
+			}
+		default:
+			if got := x.get(k); got != model[k] {
+				t.Fatalf("op %d: get(%s) = %p, want %p", op, k, got, model[k])
+			}
+		}
+		if x.len() != len(model) {
+			t.Fatalf("op %d: len %d, want %d", op, x.len(), len(model))
+		}
+	}
+	for k, j := range model {
+		if x.get(k) != j {
+			t.Fatalf("%s lost", k)
+		}
+	}
+	if len(x.cur) > 4*indexMin*len(model)+64 {
+		t.Errorf("%d slots for %d keys after the deletions", len(x.cur), len(model))
+	}
+}
+
+// No insert pays for moving the whole table: with a million keys, the
+// slowest 10k inserts cost about what the fastest do.
+func TestKeyIndexGrowsIncrementally(t *testing.T) {
+	var x keyIndex
+	keys := make([]*Job, 1_000_000)
+	for i := range keys {
+		keys[i] = &Job{unique: fmt.Sprint("job-", i)}
+	}
+	worst := time.Duration(0)
+	for i := 0; i < len(keys); i += 10000 {
+		start := time.Now()
+		for _, j := range keys[i : i+10000] {
+			x.set(j.unique, j)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	if x.len() != len(keys) {
+		t.Fatalf("len %d", x.len())
+	}
+	for _, j := range keys[:1000] {
+		if x.get(j.unique) != j {
+			t.Fatalf("%s lost", j.unique)
+		}
+	}
+	t.Logf("slowest 10k inserts: %v", worst) // a benchmark, not an assertion: see BenchmarkKeyIndexSet
+}
+
+func BenchmarkKeyIndexSet(b *testing.B) {
+	keys := make([]*Job, b.N)
+	for i := range keys {
+		keys[i] = &Job{unique: fmt.Sprint("job-", i)}
+	}
+	var x keyIndex
+	b.ResetTimer()
+	for _, j := range keys {
+		x.set(j.unique, j)
+	}
+}
