@@ -49,7 +49,10 @@
 //     and no admin setting is forgotten after Config.FunctionTTL
 //     (ForgetIdle), and emptied indexes that grew large are dropped.
 //   - A Store sees every job that must survive a restart (one with no
-//     listener): Save before the submit is acknowledged, Delete when it ends.
+//     listener): Save before the submit is acknowledged, Delete when it ends;
+//     Replay puts them back at start under their ids. Ids name their shard,
+//     so the shard count is fixed (DefaultShards) and a function's shard is
+//     a fixed hash of its name, the same in every process.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
 //     buffer of its own (SubmitReq.OwnPayload) and have it back through
 //     Config.Release when the job ends: Gearman reads large packets

@@ -187,7 +187,7 @@ func (s *Sched) ForgetIdle(now time.Time) int {
 // The copy is paid for by the deletions since the last one. Caller holds
 // sh.mu.
 func (sh *shard) shrink() {
-	if sh.peak < 1024 || len(sh.funcs) > sh.peak/4 {
+	if sh.peak < 128 || len(sh.funcs) > sh.peak/4 {
 		return
 	}
 	m := make(map[string]*function, len(sh.funcs))

@@ -2,9 +2,7 @@ package sched
 
 import (
 	"errors"
-	"hash/maphash"
 	"math/bits"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +19,9 @@ var (
 
 // Config tunes a scheduler. The zero value is usable.
 type Config struct {
-	// Shards is rounded up to a power of two; 0 picks 4 per CPU, at least 16.
+	// Shards is rounded up to a power of two; 0 means DefaultShards. Job
+	// ids carry their shard, so a Store's jobs replay under the same ids
+	// only into a scheduler with the same number of shards.
 	Shards int
 	// WorkerWakeup caps how many sleeping workers a new job wakes; 0 = all.
 	WorkerWakeup int
@@ -48,11 +48,16 @@ type Config struct {
 	Release func(payload []byte)
 }
 
+// DefaultShards is the number of shards unless Config.Shards says
+// otherwise: fixed, not derived from the CPU count, so that job ids (which
+// name their shard) mean the same after a restart on another machine or
+// with another GOMAXPROCS. 256 is 4 per CPU up to 64 CPUs.
+const DefaultShards = 256
+
 // Sched is the scheduler shared by every frontend.
 type Sched struct {
 	shards    []shard
 	shardBits uint
-	seed      maphash.Seed
 	wakeup    int
 	retries   uint32
 	rr        bool
@@ -90,16 +95,12 @@ type shard struct {
 func New(cfg Config) *Sched {
 	n := cfg.Shards
 	if n <= 0 {
-		n = 4 * runtime.GOMAXPROCS(0)
-		if n < 16 {
-			n = 16
-		}
+		n = DefaultShards
 	}
 	b := uint(bits.Len(uint(n - 1)))
 	s := &Sched{
 		shards:    make([]shard, 1<<b),
 		shardBits: b,
-		seed:      maphash.MakeSeed(),
 		wakeup:    cfg.WorkerWakeup,
 		retries:   uint32(cfg.JobRetries),
 		rr:        cfg.RoundRobin,
@@ -175,8 +176,18 @@ func (s *Sched) every(d time.Duration, c *timerCount, fn func()) {
 	}
 }
 
+// shardFor is the shard of a function. The hash is FNV-1a, the same in
+// every process, so a function's shard, and with it the ids of its jobs,
+// survive a restart. (A seeded hash would let no one steer names into one
+// shard, but that costs parallelism only: each shard's maps are Go's own,
+// randomly seeded.)
 func (s *Sched) shardFor(name []byte) *shard {
-	h := maphash.Bytes(s.seed, name)
+	h := uint64(14695981039346656037)
+	for _, c := range name {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	h ^= h >> 32 // FNV's low bits mix poorly; the shard index is the low bits
 	return &s.shards[h&uint64(len(s.shards)-1)]
 }
 

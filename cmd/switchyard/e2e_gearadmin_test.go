@@ -122,6 +122,7 @@ func TestE2EGearadmin(t *testing.T) {
 	for _, j := range jobs {
 		wantJobs = append(wantJobs, j.handle+"\t0\t0\t1")
 	}
+	slices.Sort(wantJobs) // as sortedLines sorts: by text, not by handle number
 	if got := sortedLines(admin("--show-jobs").stdout); !slices.Equal(got, wantJobs) {
 		t.Errorf("--show-jobs = %q, want (any order) %q", got, wantJobs)
 	}

@@ -117,6 +117,14 @@ func run(args []string) int {
 			return 1
 		}
 	}
+	// The stored jobs are back before any port opens: no submit can take
+	// an id or a unique that a stored job holds.
+	if n, err := s.Replay(); err != nil {
+		log.Error("cannot load the stored jobs", zap.Error(err))
+		return 1
+	} else if n > 0 {
+		log.Info("jobs restored", zap.Int("jobs", n))
+	}
 	// Listen for signals before the port opens, so that a SIGTERM sent as
 	// soon as we accept connections still means a clean exit.
 	sig := make(chan os.Signal, 1)

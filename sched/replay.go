@@ -1,0 +1,79 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrWrongShard means a stored job's id names another shard than its
+// function's: the store was written by a scheduler with another number of
+// shards (Config.Shards).
+var ErrWrongShard = errors.New("sched: stored job's id names another shard than its function's")
+
+// Replay loads every job the Store kept, in the order Load gives them
+// (ascending id keeps each function's order), under their old ids. It must
+// run before the first submit, as a server starts and before it listens.
+// It returns how many jobs it restored.
+func (s *Sched) Replay() (int, error) {
+	if !s.durable {
+		return 0, nil
+	}
+	n := 0
+	err := s.store.Load(func(r *Record) error {
+		if err := s.restore(r); err != nil {
+			return fmt.Errorf("job %d of %q: %w", r.ID, r.Func, err)
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// restore puts a stored job back under its id: waiting in its queue, or in
+// the wheel until its due time, and in its function's unique index. The
+// shard's sequence moves past the id, so new jobs never take it.
+func (s *Sched) restore(r *Record) error {
+	sh := s.shardFor([]byte(r.Func))
+	if s.shardOf(r.ID) != sh {
+		return ErrWrongShard
+	}
+	if r.Priority >= numPriorities {
+		return fmt.Errorf("sched: priority %d", r.Priority)
+	}
+	j := newJob(&SubmitReq{Payload: r.Payload})
+	j.id = r.ID
+	j.unique = r.Unique
+	j.reducer = r.Reducer
+	j.prio = r.Priority
+	j.background = true
+	j.forever = r.RetryForever
+	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
+		x := j.more()
+		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
+	}
+	seq := r.ID >> s.shardBits
+	for {
+		cur := sh.seq.Load()
+		if cur >= seq || sh.seq.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	var wake wakeList
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.job(r.ID) != nil {
+		return errors.New("sched: id stored twice")
+	}
+	f := s.function(sh, []byte(r.Func))
+	j.fn = f
+	if key := j.key(); key != "" {
+		if f.uniqueJob(key) != nil {
+			sh.settle(f)
+			return fmt.Errorf("sched: unique %q stored twice", key)
+		}
+		sh.addUnique(f, key, j)
+	}
+	sh.jobs.put(seq, j)
+	s.place(sh, j, &wake) // no worker is connected yet: nobody to wake
+	return nil
+}

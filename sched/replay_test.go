@@ -1,0 +1,183 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mapStore keeps records in memory, as a durable store would on disk, and
+// loads them in id order.
+type mapStore struct {
+	mu   sync.Mutex
+	recs map[uint64]Record
+}
+
+func newMapStore() *mapStore { return &mapStore{recs: map[uint64]Record{}} }
+
+func (m *mapStore) Save(r *Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := *r
+	c.Payload = append([]byte(nil), r.Payload...)
+	m.recs[r.ID] = c
+	return nil
+}
+
+func (m *mapStore) Delete(id uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recs, id)
+	return nil
+}
+
+func (m *mapStore) Load(fn func(*Record) error) error {
+	m.mu.Lock()
+	recs := make([]Record, 0, len(m.recs))
+	for _, r := range m.recs {
+		recs = append(recs, r)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	for i := range recs {
+		if err := fn(&recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A restarted scheduler on the same store has the same jobs under the same
+// ids, in the same order within each priority, with their uniques, due
+// times and attributes; new jobs get new ids.
+func TestReplay(t *testing.T) {
+	clk := newFakeClock()
+	st := newMapStore()
+	s1 := newTest(t, Config{Clock: clk, Store: st})
+	c := s1.NewClient(&recorder{})
+	var ids []uint64
+	for i := 0; i < 300; i++ {
+		req := &SubmitReq{Func: []byte(fmt.Sprint("f", i%7)), Payload: []byte(fmt.Sprint("p", i)),
+			Priority: Priority(i % 3), Background: true}
+		switch i % 5 {
+		case 1:
+			req.Unique = []byte(fmt.Sprint("u", i))
+		case 2:
+			req.When = clk.Wall().Unix() + 60
+		case 3:
+			req.RetryForever, req.Counter, req.Timeout = true, int64(i), time.Duration(i)*time.Second
+			req.Unique, req.Replace = []byte(fmt.Sprint("n", i)), true
+		}
+		id, err := c.Submit(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	submit(t, c, "f0", "", "foreground", Normal, false) // not stored
+	// One job done, one failed: they are gone from the store.
+	w := s1.NewWorker(&waker{})
+	w.CanDo([]byte("f0"), 0)
+	for _, k := range []UpdateKind{Complete, Fail} {
+		j := w.Grab()
+		w.Update(j.ID(), &Update{Kind: k})
+	}
+	before := map[uint64]JobView{}
+	s1.JobViewsChunked(func(vs []JobView) {
+		for _, v := range vs {
+			if v.Background {
+				v.Payload = append([]byte(nil), v.Payload...)
+				before[v.ID] = v
+			}
+		}
+	})
+
+	s2 := newTest(t, Config{Clock: clk, Store: st})
+	n, err := s2.Replay()
+	if err != nil || n != len(before) {
+		t.Fatalf("replay: %d jobs, %v; want %d", n, err, len(before))
+	}
+	after := map[uint64]JobView{}
+	s2.JobViewsChunked(func(vs []JobView) {
+		for _, v := range vs {
+			v.Payload = append([]byte(nil), v.Payload...)
+			after[v.ID] = v
+		}
+	})
+	for id, b := range before {
+		a := after[id]
+		b.Running, b.Started = false, time.Time{}
+		if a.Func != b.Func || a.Unique != b.Unique || string(a.Payload) != string(b.Payload) || a.Priority != b.Priority ||
+			a.When != b.When || a.Timeout != b.Timeout || a.Counter != b.Counter {
+			t.Fatalf("job %d: after %+v, before %+v", id, a, b)
+		}
+	}
+	// Jobs due later wait in the wheel again.
+	delayed := func(s *Sched) (n int) {
+		for _, f := range s.Funcs() {
+			n += f.Delayed
+		}
+		return n
+	}
+	if d1, d2 := delayed(s1), delayed(s2); d1 != d2 || d1 == 0 {
+		t.Fatalf("%d delayed jobs after replay, %d before", d2, d1)
+	}
+	// Uniques coalesce again.
+	id, _ := s2.NewClient(&recorder{}).Submit(&SubmitReq{Func: []byte("f1"), Unique: []byte("u1"), Background: true})
+	if id != ids[1] {
+		t.Fatalf("unique u1 after replay: job %d, want %d", id, ids[1])
+	}
+	// Order within each function and priority is submit order.
+	w2 := s2.NewWorker(&waker{})
+	w2.CanDo([]byte("f1"), 0)
+	var last [3]uint64
+	for j := w2.Grab(); j != nil; j = w2.Grab() {
+		if j.ID() < last[j.Priority()] {
+			t.Fatalf("job %d after %d at priority %d", j.ID(), last[j.Priority()], j.Priority())
+		}
+		last[j.Priority()] = j.ID()
+		w2.Update(j.ID(), &Update{Kind: Complete})
+	}
+	// New jobs never take a stored id.
+	fresh := submit(t, s2.NewClient(&recorder{}), "f0", "", "new", Normal, true)
+	if slices.Contains(ids, fresh) {
+		t.Fatalf("new job took the stored id %d", fresh)
+	}
+}
+
+// Function names go to the same shard in every process: ids replay.
+func TestShardForIsStable(t *testing.T) {
+	a, b := New(Config{Tick: -1}), New(Config{Tick: -1})
+	defer a.Close()
+	defer b.Close()
+	for i := 0; i < 1000; i++ {
+		name := []byte(fmt.Sprint("fn", i))
+		if a.shardFor(name).idx != b.shardFor(name).idx {
+			t.Fatalf("%s: shard %d and %d", name, a.shardFor(name).idx, b.shardFor(name).idx)
+		}
+	}
+	used := map[uint64]bool{}
+	for i := 0; i < 10000; i++ {
+		used[a.shardFor([]byte(fmt.Sprint("fn", i))).idx] = true
+	}
+	if len(used) < DefaultShards*9/10 {
+		t.Fatalf("10000 names use %d of %d shards", len(used), DefaultShards)
+	}
+}
+
+// A store written with another shard count is refused, not misread.
+func TestReplayWrongShards(t *testing.T) {
+	st := newMapStore()
+	s1 := newTest(t, Config{Store: st, Shards: 16})
+	c := s1.NewClient(&recorder{})
+	for i := 0; i < 20; i++ {
+		submit(t, c, fmt.Sprint("f", i), "", "x", Normal, true)
+	}
+	s2 := newTest(t, Config{Store: st, Shards: 64})
+	if _, err := s2.Replay(); err == nil {
+		t.Fatal("replayed a store of 16 shards into 64")
+	}
+}
