@@ -1,0 +1,154 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"switchyard/sched"
+)
+
+func open(t *testing.T, dir string, mode Sync) *Store {
+	t.Helper()
+	s, err := Open(dir, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ids(t *testing.T, s *Store) []uint64 {
+	t.Helper()
+	var out []uint64
+	if err := s.Load(func(r *sched.Record) error { out = append(out, r.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// What was saved and not deleted is there after a reopen, in id order, in
+// every sync mode.
+func TestSaveDeleteReopen(t *testing.T) {
+	for _, mode := range []Sync{SyncBatch, SyncAlways, SyncNever} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, mode)
+			for _, id := range []uint64{300, 5, 70000, 6} {
+				if err := s.Save(&sched.Record{ID: id, Func: "f", Payload: []byte(fmt.Sprint(id))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Delete(5)
+			s.SaveAsync(&sched.Record{ID: 5, Func: "again"}, nil) // after its delete: it stays
+			s.Delete(300)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = open(t, dir, mode)
+			defer s.Close()
+			if got := fmt.Sprint(ids(t, s)); got != "[5 6 70000]" {
+				t.Fatalf("ids %s", got)
+			}
+		})
+	}
+}
+
+// Saves queued while a batch is written share the next one: far fewer
+// commits than records, and every done called once, after its write.
+func TestGroupCommit(t *testing.T) {
+	s := open(t, t.TempDir(), SyncBatch)
+	defer s.Close()
+	const n = 2000
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/8; i++ {
+				id := uint64(g*n + i + 1)
+				if err := s.Save(&sched.Record{ID: id, Func: "f"}); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if done != n || len(ids(t, s)) != n {
+		t.Fatalf("%d saves answered, %d stored", done, len(ids(t, s)))
+	}
+	b := s.batches.Load()
+	if b >= n {
+		t.Fatalf("%d records in %d batches: no group commit", n, b)
+	}
+	t.Logf("%d records in %d batches", n, b)
+}
+
+func TestClosedStore(t *testing.T) {
+	s := open(t, t.TempDir(), SyncBatch)
+	s.Close()
+	if err := s.Save(&sched.Record{ID: 1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("save after close: %v", err)
+	}
+}
+
+// A damaged store stops the start with an error naming it.
+func TestCorruptStore(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, SyncBatch)
+	for i := uint64(1); i <= 100; i++ {
+		s.Save(&sched.Record{ID: i, Func: "f"})
+	}
+	s.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if len(files) == 0 {
+		t.Fatal("no MANIFEST")
+	}
+	for _, f := range files {
+		os.WriteFile(f, []byte("this is not a manifest"), 0o644)
+	}
+	if _, err := Open(dir, SyncBatch); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("open of a corrupt store: %v", err)
+	}
+}
+
+// The scheduler replays what the store kept: a restart loses no stored
+// job and keeps their ids.
+func TestSchedulerReplay(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir, SyncBatch)
+	s := sched.New(sched.Config{Tick: -1, Store: st})
+	c := s.NewClient(nil)
+	var want []uint64
+	for i := 0; i < 50; i++ {
+		id, err := c.Submit(&sched.SubmitReq{Func: []byte(fmt.Sprint("f", i%3)), Unique: []byte(fmt.Sprint("u", i)),
+			Payload: []byte("p"), Background: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	s.Close()
+	st.Close()
+
+	st = open(t, dir, SyncBatch)
+	defer st.Close()
+	s = sched.New(sched.Config{Tick: -1, Store: st})
+	defer s.Close()
+	if n, err := s.Replay(); err != nil || n != len(want) {
+		t.Fatalf("replay: %d %v", n, err)
+	}
+	for _, id := range want {
+		if !s.Status(id).Known {
+			t.Fatalf("job %d lost", id)
+		}
+	}
+}
