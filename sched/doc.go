@@ -49,8 +49,11 @@
 //     and no admin setting is forgotten after Config.FunctionTTL
 //     (ForgetIdle), and emptied indexes that grew large are dropped.
 //   - A Store sees every job that must survive a restart (one with no
-//     listener): Save before the submit is acknowledged, Delete when it ends;
-//     Replay puts them back at start under their ids. Ids name their shard,
+//     listener): its record is queued (Put) under the shard lock as the
+//     job is made or changed, and removed (Delete) when it ends; writes
+//     are answered once durable, and a frontend that set SubmitReq.Stored
+//     acknowledges the submit then, without waiting on an event loop.
+//     Replay puts the jobs back at start under their ids. Ids name their shard,
 //     so the shard count is fixed (DefaultShards) and a function's shard is
 //     a fixed hash of its name, the same in every process.
 //   - Payloads are copied on Submit, except that a frontend may hand over a

@@ -1,61 +1,18 @@
 package sched
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
-
-// mapStore keeps records in memory, as a durable store would on disk, and
-// loads them in id order.
-type mapStore struct {
-	mu   sync.Mutex
-	recs map[uint64]Record
-}
-
-func newMapStore() *mapStore { return &mapStore{recs: map[uint64]Record{}} }
-
-func (m *mapStore) Save(r *Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := *r
-	c.Payload = append([]byte(nil), r.Payload...)
-	m.recs[r.ID] = c
-	return nil
-}
-
-func (m *mapStore) Delete(id uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.recs, id)
-	return nil
-}
-
-func (m *mapStore) Load(fn func(*Record) error) error {
-	m.mu.Lock()
-	recs := make([]Record, 0, len(m.recs))
-	for _, r := range m.recs {
-		recs = append(recs, r)
-	}
-	m.mu.Unlock()
-	slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
-	for i := range recs {
-		if err := fn(&recs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // A restarted scheduler on the same store has the same jobs under the same
 // ids, in the same order within each priority, with their uniques, due
 // times and attributes; new jobs get new ids.
 func TestReplay(t *testing.T) {
 	clk := newFakeClock()
-	st := newMapStore()
+	st := newTestStore()
 	s1 := newTest(t, Config{Clock: clk, Store: st})
 	c := s1.NewClient(&recorder{})
 	var ids []uint64
@@ -170,7 +127,7 @@ func TestShardForIsStable(t *testing.T) {
 
 // A store written with another shard count is refused, not misread.
 func TestReplayWrongShards(t *testing.T) {
-	st := newMapStore()
+	st := newTestStore()
 	s1 := newTest(t, Config{Store: st, Shards: 16})
 	c := s1.NewClient(&recorder{})
 	for i := 0; i < 20; i++ {

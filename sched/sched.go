@@ -290,6 +290,17 @@ type SubmitReq struct {
 	// job is queued under a new id in its place (the old one is dropped if
 	// it comes back, see Worker.Requeue).
 	Replace bool
+	// Stored is how a frontend learns that a background job (which a
+	// durable Store must keep) is on disk, so that it acknowledges only
+	// then without waiting itself: Submit returns at once with Waiting set,
+	// and Stored is called later, from the store's goroutine, with the
+	// job's id (that of the job it joined or replaced) and nil, or the
+	// error that kept it off disk, in which case the job is withdrawn as
+	// by Cancel. Without Stored, Submit waits for the store. Submits by
+	// one goroutine are answered in the order they were made.
+	Stored func(id uint64, err error)
+	// Waiting is set by Submit when Stored will be called.
+	Waiting bool
 	// Origin is the frontend's token for the goroutine submitting; it is
 	// handed to the Wakers this submit wakes.
 	Origin any
@@ -323,11 +334,11 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		x := j.more()
 		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
 	}
+	var rec []byte // the record a durable store gets, made outside the lock
 	if r.Background && s.durable {
-		if err := s.store.Save(j.record(string(r.Func))); err != nil {
-			return 0, err
-		}
+		rec = s.store.Encode(j.record(string(r.Func)))
 	}
+	r.Waiting = false
 
 	var wake wakeList
 	sh.mu.Lock()
@@ -336,17 +347,17 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	if key != "" {
 		if existing := f.uniqueJob(key); existing != nil {
 			if r.Replace && existing.state != stateRunning {
-				return s.replace(sh, c, existing, j, r)
+				return s.replace(sh, c, existing, j, r, rec)
 			}
 			if !r.Replace {
-				return s.join(sh, c, existing, j, r)
+				return s.join(sh, c, existing, r)
 			}
 			// Replacing a running job: j takes its key below.
 		}
 	}
 	if max := f.maxQueue[r.Priority]; max > 0 && f.total() >= max {
+		sh.settle(f)
 		sh.mu.Unlock()
-		s.forgetStored(j)
 		return 0, ErrQueueFull
 	}
 	j.fn = f
@@ -360,9 +371,60 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
 	s.place(sh, j, &wake)
+	var wait chan error
+	if rec != nil {
+		wait = s.put(j.id, rec, r)
+	}
 	sh.mu.Unlock()
 	s.wakeAll(sh, f, &wake, r.Origin)
-	return j.id, nil
+	return j.id, s.await(j.id, wait)
+}
+
+// put queues a job's record and arranges the submit's answer: through
+// r.Stored, or on the channel returned, for await. Caller holds the job's
+// shard lock.
+func (s *Sched) put(id uint64, rec []byte, r *SubmitReq) chan error {
+	if r.Stored != nil {
+		r.Waiting = true
+		stored := r.Stored
+		s.store.Put(id, rec, func(err error) {
+			if err != nil {
+				s.Cancel(id) // never acknowledged: it must not run
+			}
+			stored(id, err)
+		})
+		return nil
+	}
+	wait := make(chan error, 1)
+	s.store.Put(id, rec, func(err error) { wait <- err })
+	return wait
+}
+
+// flush is put for a submit that joined a job already stored: its answer
+// waits for that job's record, which may still be queued.
+func (s *Sched) flush(id uint64, r *SubmitReq) chan error {
+	if r.Stored != nil {
+		r.Waiting = true
+		stored := r.Stored
+		s.store.Flush(func(err error) { stored(id, err) })
+		return nil
+	}
+	wait := make(chan error, 1)
+	s.store.Flush(func(err error) { wait <- err })
+	return wait
+}
+
+// await waits for the store's answer on wait, if any, withdrawing the job
+// when its record did not make it to disk.
+func (s *Sched) await(id uint64, wait chan error) error {
+	if wait == nil {
+		return nil
+	}
+	if err := <-wait; err != nil {
+		s.Cancel(id)
+		return err
+	}
+	return nil
 }
 
 // place puts a job that is in no list yet where it waits: its queue, or the
@@ -399,43 +461,36 @@ func (sh *shard) unplace(j *Job) {
 	}
 }
 
-// join attaches a submit to the live job it coalesces with; fresh, built
-// for it, is not needed. Called with sh.mu held; returns with it released.
-func (s *Sched) join(sh *shard, c *Client, existing, fresh *Job, r *SubmitReq) (uint64, error) {
-	linked, kept := true, false
+// join attaches a submit to the live job it coalesces with. Called with
+// sh.mu held; returns with it released.
+func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64, error) {
+	var wait chan error
 	if r.Background {
 		// This submitter is told the job exists, so it must run even if
-		// every foreground client of it leaves.
-		kept = !existing.background
+		// every foreground client of it leaves, and survive a restart.
+		if s.durable {
+			if existing.background {
+				wait = s.flush(existing.id, r) // its record may still be queued
+			} else {
+				wait = s.put(existing.id, s.store.Encode(existing.record(existing.fn.name)), r)
+			}
+		}
 		existing.background = true
-	} else {
-		linked = c.link(existing)
-	}
-	var rec *Record
-	if kept && s.durable {
-		rec = existing.record(existing.fn.name)
-	}
-	sh.mu.Unlock()
-	s.forgetStored(fresh)
-	if !linked {
+	} else if !c.link(existing) {
+		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
-	if rec != nil {
-		if err := s.store.Save(rec); err != nil {
-			return 0, err
-		}
-	}
-	return existing.id, nil
+	sh.mu.Unlock()
+	return existing.id, s.await(existing.id, wait)
 }
 
 // replace gives a waiting job the content of fresh, built for this submit,
 // and puts it where its new due time says. The job keeps its id, its
 // listeners and its place in the indexes. Called with sh.mu held; returns
 // with it released.
-func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq) (uint64, error) {
+func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec []byte) (uint64, error) {
 	if !r.Background && !c.link(j) {
 		sh.mu.Unlock()
-		s.forgetStored(fresh)
 		return 0, ErrClosed
 	}
 	sh.unplace(j)
@@ -455,21 +510,16 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq) (uint
 	}
 	var wake wakeList
 	s.place(sh, j, &wake)
-	var rec *Record
+	var wait chan error
 	if j.background && s.durable {
-		rec = j.record(j.fn.name)
+		if rec == nil { // a foreground replace of a stored job
+			rec = s.store.Encode(j.record(j.fn.name))
+		}
+		wait = s.put(j.id, rec, r)
 	}
 	sh.mu.Unlock()
-	var err error
-	if rec != nil {
-		err = s.store.Save(rec)
-	}
-	s.forgetStored(fresh) // saved under the id it did not get
 	s.wakeAll(sh, j.fn, &wake, r.Origin)
-	if err != nil {
-		return 0, err
-	}
-	return j.id, nil
+	return j.id, s.await(j.id, wait)
 }
 
 func (j *Job) record(fn string) *Record {

@@ -17,20 +17,35 @@ type Record struct {
 	RetryForever bool
 }
 
-// Store persists background and delayed jobs. Save is called before the
-// submit is acknowledged and Delete once the job has ended; neither is
-// called with a scheduler lock held. Load replays saved jobs at start.
-// Save must not keep r.Payload: with Config.Release the frontend reuses
-// that memory as soon as the job ends, possibly before Delete.
+// Store persists the jobs that must survive a restart: the background
+// ones. Writes are queued, in order, and answered later:
+//
+//   - Encode turns a record into the bytes Put writes. It copies what it
+//     keeps and does no I/O; the scheduler calls it outside its locks where
+//     it can, since a payload may be megabytes.
+//   - Put queues the write of a job's record, Delete its removal, Flush a
+//     barrier. The scheduler calls Put under the job's shard lock, so that a
+//     job's writes are queued in the order its changes were made and a
+//     delete never overtakes the save before it.
+//   - done, when not nil, is called once the write (for Flush: every write
+//     queued before it) is durable, or with the error that kept it off
+//     disk; from any goroutine, but never from within the call that queued
+//     it.
+//   - Load replays the saved jobs at start, in id order.
 type Store interface {
-	Save(r *Record) error
-	Delete(id uint64) error
+	Encode(r *Record) []byte
+	Put(id uint64, rec []byte, done func(error))
+	Delete(id uint64)
+	Flush(done func(error))
 	Load(fn func(r *Record) error) error
 }
 
-// memStore is the default: jobs live only in memory.
+// memStore is the default: jobs live only in memory. The scheduler never
+// writes to it (see Sched.durable).
 type memStore struct{}
 
-func (memStore) Save(*Record) error               { return nil }
-func (memStore) Delete(uint64) error              { return nil }
+func (memStore) Encode(*Record) []byte            { return nil }
+func (memStore) Put(uint64, []byte, func(error))  {}
+func (memStore) Delete(uint64)                    {}
+func (memStore) Flush(func(error))                {}
 func (memStore) Load(func(r *Record) error) error { return nil }

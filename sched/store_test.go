@@ -1,60 +1,113 @@
 package sched
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// recordingStore keeps what sched asks it to persist.
-type recordingStore struct {
-	mu   sync.Mutex
-	live map[uint64]Record
-	ops  []string
+// testStore keeps in memory what sched asks it to persist, and answers
+// from another goroutine, as a real store does.
+type testStore struct {
+	mu      sync.Mutex
+	encoded map[string]Record // what Encode made, by the handle it returned
+	n       int
+	live    map[uint64]Record
+	ops     []string
+	fail    error // what Put answers
 }
 
-func (r *recordingStore) Save(rec *Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.live[rec.ID] = *rec
-	r.ops = append(r.ops, "save "+rec.Unique)
+func newTestStore() *testStore {
+	return &testStore{encoded: map[string]Record{}, live: map[uint64]Record{}}
+}
+
+func (st *testStore) Encode(r *Record) []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := *r
+	c.Payload = append([]byte(nil), r.Payload...)
+	st.n++
+	h := strconv.Itoa(st.n)
+	st.encoded[h] = c
+	return []byte(h)
+}
+
+func (st *testStore) Put(id uint64, rec []byte, done func(error)) {
+	st.mu.Lock()
+	r := st.encoded[string(rec)]
+	r.ID = id
+	st.ops = append(st.ops, "save "+r.Unique)
+	if st.fail == nil {
+		st.live[id] = r
+	}
+	err := st.fail
+	st.mu.Unlock()
+	if done != nil {
+		go done(err)
+	}
+}
+
+func (st *testStore) Delete(id uint64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.ops = append(st.ops, "delete "+st.live[id].Unique)
+	delete(st.live, id)
+}
+
+func (st *testStore) Flush(done func(error)) { go done(nil) }
+
+func (st *testStore) Load(fn func(*Record) error) error {
+	st.mu.Lock()
+	recs := make([]Record, 0, len(st.live))
+	for _, r := range st.live {
+		recs = append(recs, r)
+	}
+	st.mu.Unlock()
+	slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
+	for i := range recs {
+		if err := fn(&recs[i]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func (r *recordingStore) Delete(id uint64) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ops = append(r.ops, "delete "+r.live[id].Unique)
-	delete(r.live, id)
-	return nil
+func (st *testStore) snapshot() (map[uint64]Record, string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.live), "[" + strings.Join(st.ops, " ") + "]"
 }
-
-func (r *recordingStore) Load(func(*Record) error) error { return nil }
 
 func TestStoreSeesBackgroundJobs(t *testing.T) {
-	st := &recordingStore{live: map[uint64]Record{}}
+	st := newTestStore()
 	s := newTest(t, Config{Store: st})
 	c := s.NewClient(&recorder{})
 	bg := submit(t, c, "f", "bg", "x", Normal, true)
 	submit(t, c, "f", "fg", "x", Normal, false)
-	submit(t, c, "f", "bg", "y", Normal, true) // coalesced: saved, then dropped again
+	submit(t, c, "f", "bg", "y", Normal, true) // coalesced: nothing new to save
 	s.SetMaxQueue([]byte("f"), [3]int{2, 2, 2})
 	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("full"), Background: true}); err != ErrQueueFull {
 		t.Fatal(err)
 	}
-	if _, ok := st.live[bg]; !ok || len(st.live) != 1 {
-		t.Fatalf("store holds %v, want only the background job", st.live)
+	if live, _ := st.snapshot(); len(live) != 1 || live[bg].Unique != "bg" {
+		t.Fatalf("store holds %v, want only the background job", live)
 	}
 	w := s.NewWorker(&waker{})
 	w.CanDo([]byte("f"), 0)
 	j := w.Grab()
 	w.Update(j.ID(), &Update{Kind: Complete})
-	if len(st.live) != 0 {
-		t.Fatalf("finished job still stored: %v", st.live)
+	live, ops := st.snapshot()
+	if len(live) != 0 {
+		t.Fatalf("finished job still stored: %v", live)
 	}
-	want := "[save bg save bg delete bg save full delete full delete bg]"
-	if got := "[" + strings.Join(st.ops, " ") + "]"; got != want {
-		t.Fatalf("ops %s, want %s", got, want)
+	if want := "[save bg delete bg]"; ops != want {
+		t.Fatalf("ops %s, want %s", ops, want)
 	}
 }
 
@@ -62,23 +115,75 @@ func TestStoreSeesBackgroundJobs(t *testing.T) {
 // restart like any background job: its record is saved before the join is
 // acknowledged and deleted when it ends.
 func TestStoreSavesJoinedForegroundJob(t *testing.T) {
-	st := &recordingStore{live: map[uint64]Record{}}
+	st := newTestStore()
 	s := newTest(t, Config{Store: st})
 	c := s.NewClient(&recorder{})
 	fg := submit(t, c, "f", "u", "x", Normal, false)
-	if len(st.live) != 0 {
-		t.Fatalf("foreground job stored: %v", st.live)
+	if live, _ := st.snapshot(); len(live) != 0 {
+		t.Fatalf("foreground job stored: %v", live)
 	}
 	if id := submit(t, c, "f", "u", "y", Normal, true); id != fg {
 		t.Fatalf("joined %d, want %d", id, fg)
 	}
-	if r, ok := st.live[fg]; !ok || len(st.live) != 1 || string(r.Payload) != "x" {
-		t.Fatalf("store holds %v, want the joined job %d", st.live, fg)
+	if live, _ := st.snapshot(); len(live) != 1 || string(live[fg].Payload) != "x" {
+		t.Fatalf("store holds %v, want the joined job %d", live, fg)
 	}
 	w := s.NewWorker(&waker{})
 	w.CanDo([]byte("f"), 0)
 	w.Update(w.Grab().ID(), &Update{Kind: Complete})
-	if len(st.live) != 0 {
-		t.Fatalf("finished job still stored: %v", st.live)
+	if live, _ := st.snapshot(); len(live) != 0 {
+		t.Fatalf("finished job still stored: %v", live)
+	}
+}
+
+// With Stored, Submit answers at once and the acknowledgement comes when
+// the record is on disk; a record that does not make it withdraws the job,
+// which never runs. Answers come in the order of the submits.
+func TestStoredAcknowledgement(t *testing.T) {
+	st := newTestStore()
+	s := newTest(t, Config{Store: st})
+	c := s.NewClient(&recorder{})
+	acks := make(chan string, 10)
+	stored := func(id uint64, err error) { acks <- fmt.Sprint(id, " ", err) }
+	r := &SubmitReq{Func: []byte("f"), Unique: []byte("a"), Background: true, Stored: stored}
+	id, err := c.Submit(r)
+	if err != nil || !r.Waiting {
+		t.Fatalf("submit: %v, waiting %v", err, r.Waiting)
+	}
+	if got := <-acks; got != fmt.Sprint(id, " <nil>") {
+		t.Fatalf("ack %q", got)
+	}
+	// A join of a stored job waits for the store too (its record may be
+	// queued still), and answers with the joined job's id.
+	r2 := &SubmitReq{Func: []byte("f"), Unique: []byte("a"), Background: true, Stored: stored}
+	if id2, _ := c.Submit(r2); id2 != id || !r2.Waiting {
+		t.Fatalf("join: %d waiting %v", id2, r2.Waiting)
+	}
+	if got := <-acks; got != fmt.Sprint(id, " <nil>") {
+		t.Fatalf("join ack %q", got)
+	}
+	// A foreground submit is not stored and waits for nothing.
+	r3 := &SubmitReq{Func: []byte("f"), Unique: []byte("fg"), Stored: stored}
+	if _, err := c.Submit(r3); err != nil || r3.Waiting {
+		t.Fatalf("foreground: %v waiting %v", err, r3.Waiting)
+	}
+	// A full disk: the job is withdrawn and its submitter told.
+	st.mu.Lock()
+	st.fail = errors.New("no space left on device")
+	st.mu.Unlock()
+	r4 := &SubmitReq{Func: []byte("f"), Unique: []byte("b"), Background: true, Stored: stored}
+	id4, _ := c.Submit(r4)
+	if got := <-acks; got != fmt.Sprint(id4, " no space left on device") {
+		t.Fatalf("failed ack %q", got)
+	}
+	if s.Status(id4).Known {
+		t.Fatal("a job that was never stored is still queued")
+	}
+	// Without Stored, Submit waits and returns the error.
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("c"), Background: true}); err == nil {
+		t.Fatal("submit on a full disk succeeded")
+	}
+	if n := s.Len(); n != 2 {
+		t.Fatalf("%d live jobs, want a and fg", n)
 	}
 }

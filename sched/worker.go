@@ -531,17 +531,13 @@ func (w *Worker) Requeue(id uint64, r RequeueReq) error {
 		j.more().when = w.s.clock.Wall().Add(r.Delay).Unix()
 	}
 	ended := w.s.putBack(sh, j, r.Delay, &wake)
-	var rec *Record
 	if !ended && j.background && w.s.durable && (r.Delay > 0 || r.Step != 0) {
-		rec = j.record(j.fn.name)
+		w.s.store.Put(j.id, w.s.store.Encode(j.record(j.fn.name)), nil) // its new due time and counter
 	}
 	f := j.fn
 	sh.mu.Unlock()
 	if ended {
 		w.s.forgetStored(j)
-	}
-	if rec != nil {
-		w.s.store.Save(rec)
 	}
 	w.s.wakeAll(sh, f, &wake, nil)
 	return nil

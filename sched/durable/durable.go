@@ -71,10 +71,19 @@ type Store struct {
 }
 
 type op struct {
+	kind opKind
 	key  [keySize]byte
-	val  []byte // nil: delete
+	val  []byte
 	done func(error)
 }
+
+type opKind uint8
+
+const (
+	opPut opKind = iota
+	opDelete
+	opFlush // writes nothing: answered with the batch it ends up in
+)
 
 // Open opens (or creates) the store in dir. A database that cannot be read
 // is an error naming it: never an empty queue in its place.
@@ -92,35 +101,37 @@ func Open(dir string, mode Sync) (*Store, error) {
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// SaveAsync queues r to be written (a copy: r may change once it returns)
-// and calls done, from the writer's goroutine, once it is durable as the
-// Sync mode says, or with the error that stopped it.
-func (s *Store) SaveAsync(r *sched.Record, done func(error)) {
-	o := op{val: encode(r), done: done}
-	putKey(&o.key, r.ID)
-	s.enqueue(o)
-}
+// Encode is the value Put writes for r (sched.Store): a copy, so r may
+// change once it returns.
+func (s *Store) Encode(r *sched.Record) []byte { return encode(r) }
 
-// DeleteAsync queues the removal of job id, after every write queued
-// before it; done may be nil.
-func (s *Store) DeleteAsync(id uint64, done func(error)) {
-	o := op{done: done}
+// Put queues rec, from Encode, as job id's record, and calls done (if not
+// nil) from the writer's goroutine once it is durable as the Sync mode
+// says, or with the error that stopped it (sched.Store).
+func (s *Store) Put(id uint64, rec []byte, done func(error)) {
+	o := op{kind: opPut, val: rec, done: done}
 	putKey(&o.key, id)
 	s.enqueue(o)
 }
 
-// Save writes r and waits until it is durable (sched.Store).
-func (s *Store) Save(r *sched.Record) error {
-	ch := make(chan error, 1)
-	s.SaveAsync(r, func(err error) { ch <- err })
-	return <-ch
+// Delete queues the removal of job id, after every write queued before it
+// (sched.Store). A delete lost in a crash runs a finished job again; it
+// loses none.
+func (s *Store) Delete(id uint64) {
+	o := op{kind: opDelete}
+	putKey(&o.key, id)
+	s.enqueue(o)
 }
 
-// Delete queues the removal of job id without waiting (sched.Store): a
-// delete lost in a crash runs a finished job again, it loses none.
-func (s *Store) Delete(id uint64) error {
-	s.DeleteAsync(id, nil)
-	return nil
+// Flush calls done once every write queued before it is durable
+// (sched.Store).
+func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done}) }
+
+// Save writes r and waits until it is durable: for tools and tests.
+func (s *Store) Save(r *sched.Record) error {
+	ch := make(chan error, 1)
+	s.Put(r.ID, encode(r), func(err error) { ch <- err })
+	return <-ch
 }
 
 func (s *Store) enqueue(o op) {
@@ -128,7 +139,7 @@ func (s *Store) enqueue(o op) {
 	if s.closed {
 		s.mu.Unlock()
 		if o.done != nil {
-			o.done(ErrClosed)
+			go o.done(ErrClosed) // never from within the call that queued it
 		}
 		return
 	}
@@ -174,10 +185,11 @@ func (s *Store) commit(ops []op) {
 	b := s.db.NewBatch()
 	var err error
 	for i := range ops {
-		if ops[i].val == nil {
-			err = b.Delete(ops[i].key[:], nil)
-		} else {
+		switch ops[i].kind {
+		case opPut:
 			err = b.Set(ops[i].key[:], ops[i].val, nil)
+		case opDelete:
+			err = b.Delete(ops[i].key[:], nil)
 		}
 		if err != nil {
 			break

@@ -43,7 +43,7 @@ func TestSaveDeleteReopen(t *testing.T) {
 				}
 			}
 			s.Delete(5)
-			s.SaveAsync(&sched.Record{ID: 5, Func: "again"}, nil) // after its delete: it stays
+			s.Put(5, s.Encode(&sched.Record{Func: "again"}), nil) // after its delete: it stays
 			s.Delete(300)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
