@@ -49,12 +49,20 @@ type conn struct {
 	gone   bool   // closed (loop's view)
 	paused bool   // an admin listing is being built: read no more commands
 
+	// Replies waiting for a durable store's answers, see stored.go.
+	held    []byte
+	holds   []hold
+	heldOut int                 // cn.out[heldOut:] is held too, while holding
+	onStore func(uint64, error) // cn.stored, made once
+
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
 
 	// mu guards what other goroutines hand to this connection: listener
 	// updates and wake-ups, gathered so a burst costs one gnet wake.
 	mu       sync.Mutex
 	outbox   []byte
+	acks     []error // the store's answers to held JOB_CREATEDs, in order
+	ackSpare []error
 	wakeSent bool
 	closed   bool
 	clientID []byte   // SET_CLIENT_ID, read by "workers" on other loops
@@ -105,7 +113,11 @@ func (cn *conn) traffic() gnet.Action {
 	}
 	listed := cn.listed
 	cn.listed = nil
+	acks := cn.acks
+	cn.acks = cn.ackSpare[:0]
+	cn.ackSpare = acks
 	cn.mu.Unlock()
+	cn.release(acks)
 	if listed != nil {
 		// After what the outbox brought meanwhile, straight to gnet, which
 		// copies what the socket does not take: the connection keeps no
@@ -292,6 +304,10 @@ const largeTail = 64 << 10
 // writeTail writes the pending replies followed by tail, in one writev.
 // Only the connection's own loop may call it.
 func (cn *conn) writeTail(tail []byte) {
+	if cn.holding() {
+		cn.out = append(cn.out, tail...) // it waits with the rest
+		return
+	}
 	cn.iov[0], cn.iov[1] = cn.out, tail
 	cn.c.Writev(cn.iov[:])
 	cn.iov = [2][]byte{}
@@ -301,6 +317,7 @@ func (cn *conn) writeTail(tail []byte) {
 // flush writes the pending replies; false means the peer is too far behind
 // and the connection should go.
 func (cn *conn) flush() bool {
+	cn.holdBack()
 	if n := len(cn.out); n > 0 {
 		cn.c.Write(cn.out)
 		cn.out = cn.out[:0]
@@ -310,7 +327,7 @@ func (cn *conn) flush() bool {
 			cn.out = nil
 		}
 	}
-	if ob := cn.c.OutboundBuffered(); ob > cn.srv.cfg.MaxOutbound {
+	if ob := cn.c.OutboundBuffered() + len(cn.held); ob > cn.srv.cfg.MaxOutbound {
 		cn.srv.log.Sugar().Warnf("closing %s fd %d: %d bytes of replies unread", cn.ip, cn.fd, ob)
 		return false
 	}

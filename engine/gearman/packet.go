@@ -167,6 +167,10 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 	}
 	if cn.client == nil {
 		cn.client = cn.srv.sched.NewClient(cn)
+		cn.onStore = cn.stored
+	}
+	if bg {
+		req.Stored = cn.onStore // acknowledged once on disk, see stored.go
 	}
 	id, err := cn.client.Submit(&req)
 	cn.own = nil // the scheduler has the buffer now, or dropped it
@@ -179,10 +183,7 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 		cn.out = codec.AppendError(cn.out, errQueue, err.Error())
 		return
 	}
-	var start int
-	cn.out, start = codec.Begin(cn.out, codec.Res, codec.JobCreated)
-	cn.out = cn.srv.handles.append(cn.out, id)
-	cn.out = codec.End(cn.out, start)
+	cn.appendJobCreated(id, req.Waiting)
 }
 
 // parseInt reads leading decimal digits as gearmand's atoi does (junk ends

@@ -1,0 +1,144 @@
+package gearman
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	codec "switchyard/codec/gearman"
+	"switchyard/sched"
+	"switchyard/sched/durable"
+)
+
+// gateStore is a durable store whose writes are answered only when the
+// test says so, to see what a client gets meanwhile.
+type gateStore struct {
+	mu      sync.Mutex
+	pending []func(error)
+	queued  chan struct{} // one token per write queued
+}
+
+func newGateStore() *gateStore { return &gateStore{queued: make(chan struct{}, 64)} }
+
+func (g *gateStore) Encode(*sched.Record) []byte { return []byte{} }
+func (g *gateStore) Put(_ uint64, _ []byte, done func(error)) {
+	g.add(done)
+}
+func (g *gateStore) Delete(uint64)                        {}
+func (g *gateStore) Flush(done func(error))               { g.add(done) }
+func (g *gateStore) Load(func(*sched.Record) error) error { return nil }
+
+func (g *gateStore) add(done func(error)) {
+	if done == nil {
+		return
+	}
+	g.mu.Lock()
+	g.pending = append(g.pending, done)
+	g.mu.Unlock()
+	g.queued <- struct{}{}
+}
+
+// answer answers the oldest write, as the store's goroutine would.
+func (g *gateStore) answer(err error) {
+	g.mu.Lock()
+	done := g.pending[0]
+	g.pending = g.pending[1:]
+	g.mu.Unlock()
+	go done(err)
+}
+
+// JOB_CREATED waits for the store, and the replies pipelined after it wait
+// behind it, in order; a write that fails becomes QUEUE_ERROR and its job
+// is gone.
+func TestJobCreatedWaitsForStore(t *testing.T) {
+	st := newGateStore()
+	addr, srv := startServer(t, Config{}, sched.Config{Store: st})
+	p := dial(t, addr)
+	p.send(req(codec.SubmitJobBg, "f", "u1", "a"), req(codec.EchoReq, "one"),
+		req(codec.SubmitJobBg, "f", "u2", "b"), req(codec.EchoReq, "two"),
+		req(codec.SubmitJob, "f", "u3", "c"), req(codec.EchoReq, "three"))
+	<-st.queued
+	<-st.queued // both writes queued: the server has read both submits
+	// Nothing may come before the store answers (a read with a deadline:
+	// the check for what must not happen).
+	p.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if b, err := p.r.ReadByte(); err == nil {
+		t.Fatalf("got %q before the store answered", b)
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatal(err)
+	}
+	h1 := "H:lap:" + itoa(srv, "u1")
+	st.answer(nil)
+	p.expect(res(codec.JobCreated, h1))
+	p.expect(res(codec.EchoRes, "one"))
+	st.answer(errors.New("no space left on device"))
+	p.expect(res(codec.Error, "QUEUE_ERROR", "no space left on device"))
+	p.expect(res(codec.EchoRes, "two"))
+	// A foreground job is not stored: the rest came with the last answer.
+	if got := p.packet(); codec.Type(got[7]) != codec.JobCreated {
+		t.Fatalf("foreground submit answered %q", got)
+	}
+	p.expect(res(codec.EchoRes, "three"))
+	if st := srv.sched.StatusUnique([]byte("u2")); st.Known {
+		t.Fatal("a job that never reached the store is still queued")
+	}
+}
+
+// itoa finds the id of the job with the given unique.
+func itoa(srv *Server, unique string) string {
+	for _, j := range srv.sched.Jobs() {
+		if j.Unique == unique {
+			return strconv.FormatUint(j.ID, 10)
+		}
+	}
+	return "?"
+}
+
+// With the real store: every job a client was told about is there after a
+// restart, under the handle it was given.
+func TestDurableJobsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	st, err := durable.Open(dir, durable.SyncBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startServer(t, Config{}, sched.Config{Store: st})
+	p := dial(t, addr)
+	const n = 200
+	var pkts [][]byte
+	for i := 0; i < n; i++ {
+		pkts = append(pkts, req(codec.SubmitJobBg, "f", "u"+strconv.Itoa(i), "payload"))
+	}
+	p.send(pkts...)
+	var handles []string
+	for i := 0; i < n; i++ {
+		pkt := p.packet()
+		if codec.Type(pkt[7]) != codec.JobCreated {
+			t.Fatalf("reply %d: %q", i, pkt)
+		}
+		handles = append(handles, string(pkt[12:]))
+	}
+	p.c.Close()
+	st.Close() // the server's scheduler still holds it: nothing more is written
+
+	st, err = durable.Open(dir, durable.SyncBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := sched.New(sched.Config{Tick: -1, Store: st})
+	defer s.Close()
+	if got, err := s.Replay(); err != nil || got != n {
+		t.Fatalf("replay: %d jobs, %v", got, err)
+	}
+	hs := newHandles("H:lap")
+	for _, h := range handles {
+		id, ok := hs.parse([]byte(h))
+		if !ok || !s.Status(id).Known {
+			t.Fatalf("job %s lost in the restart", h)
+		}
+	}
+}
