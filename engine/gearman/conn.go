@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/held"
 	"switchyard/engine/tlsgate"
 	"switchyard/sched"
 )
@@ -49,10 +50,7 @@ type conn struct {
 	gone   bool   // closed (loop's view)
 	paused bool   // an admin listing is being built: read no more commands
 
-	// Replies waiting for a durable store's answers, see stored.go.
-	held    []byte
-	holds   []hold
-	heldOut int                 // cn.out[heldOut:] is held too, while holding
+	held    held.Queue          // replies waiting for a durable store's answers, see stored.go
 	onStore func(uint64, error) // cn.stored, made once
 
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
@@ -117,7 +115,7 @@ func (cn *conn) traffic() gnet.Action {
 	cn.acks = cn.ackSpare[:0]
 	cn.ackSpare = acks
 	cn.mu.Unlock()
-	cn.release(acks)
+	cn.out = cn.held.Release(cn.out, acks, queueError)
 	if listed != nil {
 		// After what the outbox brought meanwhile, straight to gnet, which
 		// copies what the socket does not take: the connection keeps no
@@ -304,7 +302,7 @@ const largeTail = 64 << 10
 // writeTail writes the pending replies followed by tail, in one writev.
 // Only the connection's own loop may call it.
 func (cn *conn) writeTail(tail []byte) {
-	if cn.holding() {
+	if cn.held.Holding() {
 		cn.out = append(cn.out, tail...) // it waits with the rest
 		return
 	}
@@ -317,7 +315,7 @@ func (cn *conn) writeTail(tail []byte) {
 // flush writes the pending replies; false means the peer is too far behind
 // and the connection should go.
 func (cn *conn) flush() bool {
-	cn.holdBack()
+	cn.out = cn.held.HoldBack(cn.out)
 	if n := len(cn.out); n > 0 {
 		cn.c.Write(cn.out)
 		cn.out = cn.out[:0]
@@ -327,7 +325,7 @@ func (cn *conn) flush() bool {
 			cn.out = nil
 		}
 	}
-	if ob := cn.c.OutboundBuffered() + len(cn.held); ob > cn.srv.cfg.MaxOutbound {
+	if ob := cn.c.OutboundBuffered() + cn.held.Len(); ob > cn.srv.cfg.MaxOutbound {
 		cn.srv.log.Sugar().Warnf("closing %s fd %d: %d bytes of replies unread", cn.ip, cn.fd, ob)
 		return false
 	}

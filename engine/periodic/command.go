@@ -26,11 +26,17 @@ func (cn *conn) clientCommand(m *codec.Message) gnet.Action {
 			cn.out = codec.AppendData(cn.out, m.ID, []byte(err.Error()))
 			break
 		}
-		if err := cn.submitJob(&cn.job, cn.lp); err != nil {
+		waiting, err := cn.submitJob(&cn.job, cn.lp, cn.onStore)
+		if err != nil {
 			cn.out = codec.AppendData(cn.out, m.ID, []byte(err.Error()))
 			break
 		}
+		start := len(cn.out)
 		cn.out = codec.AppendReply(cn.out, m.ID, codec.Success)
+		if waiting { // SUCCESS once a durable store has the job, see stored.go
+			cn.held.Mark(cn.out, start, len(cn.out))
+			cn.ackIDs = append(cn.ackIDs, append([]byte(nil), m.ID...))
+		}
 	case codec.RemoveJob:
 		if err := codec.DecodeJob(m.Data, &cn.job); err != nil {
 			cn.out = codec.AppendData(cn.out, m.ID, []byte(err.Error()))
@@ -60,11 +66,12 @@ func (cn *conn) clientCommand(m *codec.Message) gnet.Action {
 
 // submitJob queues j as SUBMIT_JOB and LOAD do: (func, name) is unique and
 // a resubmit replaces, a failure runs it again, and it outlives its client.
-func (cn *conn) submitJob(j *codec.Job, origin any) error {
+// With a durable store, stored hears when it is on disk (waiting).
+func (cn *conn) submitJob(j *codec.Job, origin any, stored func(uint64, error)) (waiting bool, err error) {
 	if len(j.Func) == 0 || len(j.Name) == 0 {
-		return errNameless
+		return false, errNameless
 	}
-	_, err := cn.srv.submit.Submit(&sched.SubmitReq{
+	r := sched.SubmitReq{
 		Func:         j.Func,
 		Unique:       j.Name,
 		Payload:      j.Workload,
@@ -75,9 +82,15 @@ func (cn *conn) submitJob(j *codec.Job, origin any) error {
 		Timeout:      sched.Seconds(j.Timeout),
 		Counter:      j.Counter,
 		Origin:       origin,
-	})
-	return err
+		Stored:       stored,
+	}
+	_, err = cn.srv.submit.Submit(&r)
+	return r.Waiting, err
 }
+
+// unheard is the Stored of LOAD's submits: LOAD has no reply, so nothing
+// waits for the disk; the jobs are stored all the same.
+func unheard(uint64, error) {}
 
 // workerCommand handles one command on a worker connection. Workers get no
 // reply to their reports, as from the real server.

@@ -6,6 +6,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	codec "switchyard/codec/periodic"
+	"switchyard/engine/held"
 	"switchyard/sched"
 )
 
@@ -42,18 +43,25 @@ type conn struct {
 
 	// grabs are the message ids of the GRAB_JOBs waiting for a job, oldest
 	// first, packed into one buffer: ids[grabs[i]:grabs[i+1]].
-	grabs    []int
-	ids      []byte
+	grabs   []int
+	ids     []byte
+	held    held.Queue                 // replies waiting for a durable store's answers, see stored.go
+	ackIDs  [][]byte                   // the message ids of the SUCCESSes held, in order
+	onStore func(uint64, error)        // cn.stored, made once
+	onFail  func([]byte, error) []byte // cn.storeError, made once
+	failID  []byte                     // the message id storeError answers
+
 	grab     sched.Attempt
 	job      codec.Job // decoded requests (its scratch buffer is reused)
 	assigned codec.Job // the JOB_ASSIGN being written
 
 	// mu guards what other goroutines hand to this connection.
 	mu       sync.Mutex
-	woken    bool   // the scheduler woke the worker: grab
-	resumed  bool   // an off-loop command finished: read commands again
-	failed   bool   // ... and the connection must close
-	outbox   []byte // replies made off the loop
+	woken    bool    // the scheduler woke the worker: grab
+	resumed  bool    // an off-loop command finished: read commands again
+	failed   bool    // ... and the connection must close
+	outbox   []byte  // replies made off the loop
+	acks     []error // the store's answers to held SUCCESSes, in order
 	wakeSent bool
 	closed   bool
 }
@@ -68,7 +76,10 @@ func (cn *conn) traffic() gnet.Action {
 		cn.out = append(cn.out, cn.outbox...)
 		cn.outbox = cn.outbox[:0]
 	}
+	acks := cn.acks
+	cn.acks = nil
 	cn.mu.Unlock()
+	cn.releaseAcks(acks)
 	if failed {
 		cn.flush()
 		return gnet.Close
@@ -139,6 +150,7 @@ func (cn *conn) frame(payload []byte) gnet.Action {
 			return gnet.Close // the real server hangs up on an unknown client type
 		}
 		cn.kind = payload[0]
+		cn.onStore, cn.onFail = cn.stored, cn.storeError
 		if cn.kind == kindWorker {
 			cn.worker = cn.srv.sched.NewWorker(cn)
 		}
@@ -155,6 +167,7 @@ func (cn *conn) frame(payload []byte) gnet.Action {
 
 // flush writes the pending replies; false means the peer is too far behind.
 func (cn *conn) flush() bool {
+	cn.out = cn.held.HoldBack(cn.out)
 	if n := len(cn.out); n > 0 {
 		cn.c.Write(cn.out)
 		cn.out = cn.out[:0]
@@ -162,7 +175,7 @@ func (cn *conn) flush() bool {
 			cn.out = nil // a burst must not pin its buffer on an idle connection
 		}
 	}
-	if ob := cn.c.OutboundBuffered(); ob > cn.srv.cfg.MaxOutbound {
+	if ob := cn.c.OutboundBuffered() + cn.held.Len(); ob > cn.srv.cfg.MaxOutbound {
 		cn.srv.log.Sugar().Warnf("periodic: closing %s: %d bytes of replies unread", cn.c.RemoteAddr(), ob)
 		return false
 	}

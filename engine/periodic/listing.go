@@ -168,7 +168,8 @@ func (cn *conn) load(data []byte) gnet.Action {
 			if len(j.Func) == 0 || len(j.Name) == 0 {
 				return nil // skipped, as the real server does
 			}
-			return cn.submitJob(j, origin)
+			_, err := cn.submitJob(j, origin, unheard)
+			return err
 		}
 	}
 	if len(data) <= cn.srv.inlineLoad {
