@@ -6,8 +6,10 @@ PKGS    := ./...
 
 all: build
 
+# CGO_ENABLED=0: Pebble, the durable queue, would otherwise compile C
+# (zstd, its block cache's allocator); the server needs no C at all.
 build:
-	$(GO) build -o $(BIN) ./cmd/switchyard
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/switchyard
 
 run: build
 	./$(BIN) --verbose INFO -l stderr

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -126,6 +127,7 @@ func buildSwitchyard(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "switchyard")
 	build := exec.Command("go", "build", "-o", bin, "switchyard/cmd/switchyard")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -139,7 +141,7 @@ func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic boo
 	cfg := harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "--periodic-listen", "off"},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off"},
 	}
 	if periodic {
 		cfg.Args[len(cfg.Args)-1] = "tcp://127.0.0.1:0"

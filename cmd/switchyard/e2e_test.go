@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,6 +101,7 @@ func serverBinary(t *testing.T) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, "switchyard/cmd/switchyard")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build: no C
 		if b, err := cmd.CombinedOutput(); err != nil {
 			e2eBinError = fmt.Errorf("go build switchyard/cmd/switchyard: %v\n%s", err, b)
 			return
@@ -335,6 +337,11 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	// not contend for that port.
 	if filepath.Base(bin) != "gearmand" && !hasPeriodicListen(extraArgs) {
 		args = append(args, "--periodic-listen", "off")
+	}
+	// The durable queue, switchyard's default, in the test's directory
+	// unless the test names one.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--data-dir") }) {
+		args = append(args, "--data-dir", filepath.Join(dir, "data"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eProcTimeout)
 	s.cancel = cancel

@@ -219,7 +219,7 @@ func TestE2ETLSBadFiles(t *testing.T) {
 		{"key of another certificate", f.ca, f.cert, writeTLSFiles(t).key, "SSL_CTX_check_private_key() cannot check certificate "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runCmd(t, e2eCmdTimeout, "", bin, "-L", "127.0.0.1", "-p", "0", "-l", "stderr",
+			r := runCmd(t, e2eCmdTimeout, "", bin, "-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin",
 				"--pid-file", filepath.Join(t.TempDir(), "pid"), "--periodic-listen", "off",
 				"--ssl", "--ssl-ca-file", tc.ca, "--ssl-certificate", tc.cert, "--ssl-key", tc.key)
 			if r.code != 1 || !strings.Contains(r.stderr, tc.msg) {

@@ -38,7 +38,8 @@ package main
 // Deliberate departures from gearmand: -p is checked here (gearmand fails
 // when it binds); negative -t/-j/-w/-b/-f and keepalive values outside what
 // setsockopt takes are refused (gearmand wraps or fails at startup); --verbose
-// is case-insensitive; "@FILE" works; -q other than builtin is refused; an
+// is case-insensitive; "@FILE" works; -q takes durable (ours, the default)
+// or builtin, anything else is refused; an
 // explicit -p 4730 beats GEARMAND_PORT (gearmand lets the variable replace
 // any port equal to 4730), and likewise --ssl-ca-file, --ssl-certificate and
 // --ssl-key beat GEARMAND_CA_CERTIFICATE, GEARMAND_SERVER_PEM and
@@ -57,6 +58,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"switchyard/sched/durable"
 )
 
 const (
@@ -66,7 +69,9 @@ const (
 	defaultBacklog   = 32
 	defaultVerbose   = "ERROR"
 	defaultLogFile   = "stderr"
-	defaultQueueType = "builtin"
+	defaultQueueType = "durable"
+	defaultDataDir   = "./switchyard-data"
+	defaultFsync     = "batch"
 	// defaultShutdownTimeout is how long "shutdown graceful" waits for
 	// running jobs.
 	defaultShutdownTimeout = 30 * time.Second
@@ -105,7 +110,9 @@ type options struct {
 	KeepaliveInterval int           // --keepalive-interval, seconds; -1 (default) = the system's
 	KeepaliveCount    int           // --keepalive-count; -1 (default) = the system's
 	User              string        // -u/--user
-	QueueType         string        // -q/--queue-type, always "builtin" (anything else is an error)
+	QueueType         string        // -q/--queue-type: "durable" (default, the embedded store) or "builtin" (memory only), lower case
+	DataDir           string        // --data-dir (ours): where the durable queue lives
+	Fsync             string        // --fsync (ours): always, batch or never
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
 	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
 	MaxPacket         int64         // --max-packet (ours), default 64 MiB
@@ -179,7 +186,7 @@ const (
 
 var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic}
 
-const noQueue = "only the builtin queue is supported"
+const noQueue = "only the builtin and durable queues are supported"
 
 // optTable lists every option in the order of gearmand's help.
 var optTable = []*optDef{
@@ -235,8 +242,14 @@ var optTable = []*optDef{
 	{long: "round-robin", short: 'R', group: gGeneral,
 		help: "Assign work in round-robin order per worker connection. The default is to assign work in the order of functions added by the worker.",
 		set:  setBool(func(o *options) *bool { return &o.RoundRobin })},
+	{long: "data-dir", value: true, dflt: defaultDataDir, group: gGeneral,
+		help: "Directory of the durable queue (-q durable); made if missing. switchyard only.",
+		set:  setString(func(o *options) *string { return &o.DataDir })},
+	{long: "fsync", value: true, dflt: defaultFsync, group: gGeneral,
+		help: "When the durable queue forces writes to disk: 'batch' (one fsync for every job that arrived meanwhile, before they are acknowledged), 'always' (one fsync per job) or 'never' (the kernel decides; a machine crash may lose acknowledged jobs). switchyard only.",
+		set:  setFsync},
 	{long: "queue-type", short: 'q', value: true, dflt: defaultQueueType, group: gGeneral,
-		help: "Persistent queue type to use. Only 'builtin' (no persistence) is supported.",
+		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart) or 'builtin' (memory only, as gearmand's builtin).",
 		set:  setString(func(o *options) *string { return &o.QueueType })},
 	{long: "config-file", value: true, dflt: "/etc/gearmand.conf", group: gGeneral,
 		help: "Can be specified with '@name', too. It holds options written as on the command line, separated by spaces or newlines; the command line wins. The default file is read only if it exists.",
@@ -435,6 +448,14 @@ func setMaxPacket(s *parseState, v string) error {
 		return usagef("the argument ('%s') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)", v)
 	}
 	s.o.MaxPacket = n
+	return nil
+}
+
+func setFsync(s *parseState, v string) error {
+	if _, err := durable.ParseSync(v); err != nil {
+		return errInvalid
+	}
+	s.o.Fsync = v
 	return nil
 }
 
@@ -837,6 +858,8 @@ func defaultOptions() *options {
 		KeepaliveInterval: -1,
 		KeepaliveCount:    -1,
 		QueueType:         defaultQueueType,
+		DataDir:           defaultDataDir,
+		Fsync:             defaultFsync,
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
 		FunctionTTL:       time.Hour,
@@ -894,10 +917,12 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 	if s.buckets == 0 {
 		return nil, usagef("hashtable-buckets has to be greater than 0")
 	}
-	if !strings.EqualFold(o.QueueType, defaultQueueType) {
-		return nil, usagef("unknown queue type '%s': only builtin is supported", o.QueueType)
+	switch q := strings.ToLower(o.QueueType); q {
+	case "builtin", "durable":
+		o.QueueType = q
+	default:
+		return nil, usagef("unknown queue type '%s': use durable or builtin", o.QueueType)
 	}
-	o.QueueType = defaultQueueType
 	if !s.portSet {
 		if env := getenv("GEARMAND_PORT"); env != "" {
 			p, ok := normalizePort(env)

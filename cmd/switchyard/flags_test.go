@@ -70,7 +70,7 @@ func TestDefaults(t *testing.T) {
 	exp := &options{
 		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
-		QueueType: "builtin", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
+		QueueType: "durable", DataDir: "./switchyard-data", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second,
 	}
 	checkOptions(t, o, exp)
@@ -189,10 +189,13 @@ func TestParseArgs(t *testing.T) {
 		{"--user N", []string{"--user", "nobody"}, nil, want(func(o *options) { o.User = "nobody" })},
 		{"--user=N", []string{"--user=nobody"}, nil, want(func(o *options) { o.User = "nobody" })},
 
-		{"-q builtin", []string{"-q", "builtin"}, nil, want(nil)},
-		{"-qbuiltin", []string{"-qbuiltin"}, nil, want(nil)},
-		{"--queue-type builtin", []string{"--queue-type", "builtin"}, nil, want(nil)},
-		{"--queue-type=BUILTIN", []string{"--queue-type=BUILTIN"}, nil, want(nil)},
+		{"-q builtin", []string{"-q", "builtin"}, nil, want(func(o *options) { o.QueueType = "builtin" })},
+		{"-q DURABLE", []string{"-q", "DURABLE"}, nil, want(nil)},
+		{"--data-dir and --fsync", []string{"--data-dir", "/var/lib/switchyard", "--fsync=always"}, nil,
+			want(func(o *options) { o.DataDir, o.Fsync = "/var/lib/switchyard", "always" })},
+		{"-qbuiltin", []string{"-qbuiltin"}, nil, want(func(o *options) { o.QueueType = "builtin" })},
+		{"--queue-type builtin", []string{"--queue-type", "builtin"}, nil, want(func(o *options) { o.QueueType = "builtin" })},
+		{"--queue-type=BUILTIN", []string{"--queue-type=BUILTIN"}, nil, want(func(o *options) { o.QueueType = "builtin" })},
 
 		{"-f", []string{"-f", "1024"}, nil, want(func(o *options) { o.FileDescriptors = 1024 })},
 		{"-fN", []string{"-f1024"}, nil, want(func(o *options) { o.FileDescriptors = 1024 })},
@@ -260,6 +263,7 @@ func TestParseArgs(t *testing.T) {
 			o.Backlog, o.Keepalive, o.KeepaliveIdle, o.KeepaliveInterval, o.KeepaliveCount = 64, true, 30, 5, 4
 			o.User, o.FileDescriptors, o.MaxPacket, o.ConfigFile = "nobody", 4096, 1<<20, ""
 			o.AdminShutdown, o.ShutdownTimeout = true, 5*time.Second
+			o.QueueType = "builtin"
 		})},
 	}
 	for _, tc := range tests {
@@ -289,23 +293,23 @@ func TestWarnings(t *testing.T) {
 		{[]string{"-r", ""}, nil},
 		{[]string{"--http-port", "8080"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
 		{[]string{"--http-port=abc"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
-		{[]string{"--libmemcached-servers", "a:1,b:2"}, []string{"ignoring --libmemcached-servers: only the builtin queue is supported"}},
-		{[]string{"--libmemcached-prefix=x"}, []string{"ignoring --libmemcached-prefix: only the builtin queue is supported"}},
-		{[]string{"--libsqlite3-db", "/q.db"}, []string{"ignoring --libsqlite3-db: only the builtin queue is supported"}},
-		{[]string{"--libsqlite3-table=t"}, []string{"ignoring --libsqlite3-table: only the builtin queue is supported"}},
-		{[]string{"--store-queue-on-shutdown"}, []string{"ignoring --store-queue-on-shutdown: only the builtin queue is supported"}},
-		{[]string{"--libpq-conninfo", "host=x"}, []string{"ignoring --libpq-conninfo: only the builtin queue is supported"}},
-		{[]string{"--libpq-table=t"}, []string{"ignoring --libpq-table: only the builtin queue is supported"}},
-		{[]string{"--redis-server", "r"}, []string{"ignoring --redis-server: only the builtin queue is supported"}},
-		{[]string{"--redis-port=abc"}, []string{"ignoring --redis-port: only the builtin queue is supported"}},
-		{[]string{"--redis-password", "secret"}, []string{"ignoring --redis-password: only the builtin queue is supported"}},
-		{[]string{"--redis-prefix=p"}, []string{"ignoring --redis-prefix: only the builtin queue is supported"}},
-		{[]string{"--mysql-host", "h"}, []string{"ignoring --mysql-host: only the builtin queue is supported"}},
-		{[]string{"--mysql-port=3306"}, []string{"ignoring --mysql-port: only the builtin queue is supported"}},
-		{[]string{"--mysql-user", "u"}, []string{"ignoring --mysql-user: only the builtin queue is supported"}},
-		{[]string{"--mysql-password", "secret"}, []string{"ignoring --mysql-password: only the builtin queue is supported"}},
-		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin queue is supported"}},
-		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin queue is supported"}},
+		{[]string{"--libmemcached-servers", "a:1,b:2"}, []string{"ignoring --libmemcached-servers: only the builtin and durable queues are supported"}},
+		{[]string{"--libmemcached-prefix=x"}, []string{"ignoring --libmemcached-prefix: only the builtin and durable queues are supported"}},
+		{[]string{"--libsqlite3-db", "/q.db"}, []string{"ignoring --libsqlite3-db: only the builtin and durable queues are supported"}},
+		{[]string{"--libsqlite3-table=t"}, []string{"ignoring --libsqlite3-table: only the builtin and durable queues are supported"}},
+		{[]string{"--store-queue-on-shutdown"}, []string{"ignoring --store-queue-on-shutdown: only the builtin and durable queues are supported"}},
+		{[]string{"--libpq-conninfo", "host=x"}, []string{"ignoring --libpq-conninfo: only the builtin and durable queues are supported"}},
+		{[]string{"--libpq-table=t"}, []string{"ignoring --libpq-table: only the builtin and durable queues are supported"}},
+		{[]string{"--redis-server", "r"}, []string{"ignoring --redis-server: only the builtin and durable queues are supported"}},
+		{[]string{"--redis-port=abc"}, []string{"ignoring --redis-port: only the builtin and durable queues are supported"}},
+		{[]string{"--redis-password", "secret"}, []string{"ignoring --redis-password: only the builtin and durable queues are supported"}},
+		{[]string{"--redis-prefix=p"}, []string{"ignoring --redis-prefix: only the builtin and durable queues are supported"}},
+		{[]string{"--mysql-host", "h"}, []string{"ignoring --mysql-host: only the builtin and durable queues are supported"}},
+		{[]string{"--mysql-port=3306"}, []string{"ignoring --mysql-port: only the builtin and durable queues are supported"}},
+		{[]string{"--mysql-user", "u"}, []string{"ignoring --mysql-user: only the builtin and durable queues are supported"}},
+		{[]string{"--mysql-password", "secret"}, []string{"ignoring --mysql-password: only the builtin and durable queues are supported"}},
+		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin and durable queues are supported"}},
+		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin and durable queues are supported"}},
 		{[]string{"--ssl-certificate", "/c.pem", "--ssl-key=/k.pem"}, []string{
 			"ignoring --ssl-certificate: --ssl is not given",
 			"ignoring --ssl-key: --ssl is not given",
@@ -419,6 +423,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--hashtable-buckets", "-1"}, nil, "the argument ('-1') for option '--hashtable-buckets' is invalid"},
 		{[]string{"--hashtable-buckets", "0"}, nil, "hashtable-buckets has to be greater than 0"},
 		{[]string{"--mysql-port", "abc"}, nil, "the argument ('abc') for option '--mysql-port' is invalid"},
+		{[]string{"--fsync", "sometimes"}, nil, "the argument ('sometimes') for option '--fsync' is invalid"},
 		{[]string{"--periodic-listen", "5000"}, nil, "the argument ('5000') for option '--periodic-listen' is invalid: want tcp://HOST:PORT or unix:///path"},
 		{[]string{"--periodic-listen", "unix://rel.sock"}, nil, "the argument ('unix://rel.sock') for option '--periodic-listen' is invalid: a unix socket path must be absolute"},
 		{[]string{"--periodic-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--periodic-listen' is invalid: bad port \"99999\""},
@@ -444,9 +449,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--admin-shutdown", "--admin-shutdown"}, nil, "option '--admin-shutdown' cannot be specified more than once"},
 		{[]string{"--verbose", "bad"}, nil, "Invalid value for --verbose supplied"},
 		{[]string{"--verbose", ""}, nil, "Invalid value for --verbose supplied"},
-		{[]string{"-q", "mysql"}, nil, "unknown queue type 'mysql': only builtin is supported"},
-		{[]string{"--queue-type=" + "libsqlite3"}, nil, "unknown queue type 'libsqlite3': only builtin is supported"},
-		{[]string{"-q", ""}, nil, "unknown queue type '': only builtin is supported"},
+		{[]string{"-q", "mysql"}, nil, "unknown queue type 'mysql': use durable or builtin"},
+		{[]string{"--queue-type=" + "libsqlite3"}, nil, "unknown queue type 'libsqlite3': use durable or builtin"},
+		{[]string{"-q", ""}, nil, "unknown queue type '': use durable or builtin"},
 		{[]string{"-r", "gear"}, nil, "Unknown protocol module : gear"},
 		{[]string{"--protocol=HTTP"}, nil, "Unknown protocol module : HTTP"},
 		{nil, map[string]string{"GEARMAND_PORT": "abc"}, "the GEARMAND_PORT environment variable ('abc') is not a valid port"},
@@ -520,7 +525,7 @@ func TestConfigFile(t *testing.T) {
 		{name: "ignored options warn", file: "--syslog --mysql-host=db\n",
 			warn: []string{
 				"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file",
-				"ignoring --mysql-host: only the builtin queue is supported",
+				"ignoring --mysql-host: only the builtin and durable queues are supported",
 			},
 			want: want(nil)},
 		{name: "port=N is not an option", file: "port=4731\n", want: want(nil),
@@ -563,7 +568,7 @@ func TestConfigFile(t *testing.T) {
 		{name: "invalid value", file: "-t abc", wantErr: "the argument ('abc') for option '--threads' is invalid (in configuration file %s)"},
 		{name: "flag with value", file: "--exceptions=1", wantErr: "option '--exceptions' does not take any arguments (in configuration file %s)"},
 		{name: "bad verbose", file: "--verbose bad", wantErr: "Invalid value for --verbose supplied"},
-		{name: "queue", file: "-q redis", wantErr: "unknown queue type 'redis': only builtin is supported"},
+		{name: "queue", file: "-q redis", wantErr: "unknown queue type 'redis': use durable or builtin"},
 		{name: "command-line errors come first", file: "--foo", args: []string{"-t", "x"},
 			wantErr: "the argument ('x') for option '--threads' is invalid"},
 	}
@@ -779,7 +784,7 @@ func TestEveryOptionParses(t *testing.T) {
 		"protocol": "http", "queue-type": "builtin", "verbose": "INFO", "port": "4731",
 		"max-packet": "1M", "hashtable-buckets": "5", "mysql-port": "3306",
 		"keepalive-idle": "5", "keepalive-interval": "5", "keepalive-count": "5",
-		"periodic-listen": "tcp://127.0.0.1:0",
+		"periodic-listen": "tcp://127.0.0.1:0", "fsync": "never",
 	}
 	for _, d := range optTable {
 		if d.refused != "" {

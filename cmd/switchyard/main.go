@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"switchyard/engine/gearman"
 	"switchyard/engine/periodic"
 	"switchyard/sched"
+	"switchyard/sched/durable"
 )
 
 // version is switchyard's own; "version" on the admin port reports it.
@@ -74,8 +77,27 @@ func run(args []string) int {
 		return 1
 	}
 
-	s := sched.New(sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload})
+	// The TLS files first: a server that cannot start leaves no store behind.
+	var tlsConfig *tls.Config
+	if o.SSL {
+		if tlsConfig, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			return 1
+		}
+	}
+	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
+		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload}
+	if o.QueueType == "durable" {
+		st, err := openStore(o.DataDir, o.Fsync)
+		if err != nil {
+			log.Error("cannot open the job store", zap.Error(err))
+			return 1
+		}
+		defer st.Close() // after the scheduler's Close below: last
+		scfg.Store = st
+		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
+	}
+	s := sched.New(scfg)
 	defer s.Close()
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
@@ -111,12 +133,7 @@ func run(args []string) int {
 	if o.KeepaliveCount > 0 {
 		cfg.KeepaliveCount = o.KeepaliveCount
 	}
-	if o.SSL {
-		if cfg.TLS, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			return 1
-		}
-	}
+	cfg.TLS = tlsConfig
 	// The stored jobs are back before any port opens: no submit can take
 	// an id or a unique that a stored job holds.
 	if n, err := s.Replay(); err != nil {
@@ -192,6 +209,23 @@ func stopServers(srv *gearman.Server, psrv *periodic.Server, log *zap.Logger) {
 	if err := srv.Stop(ctx); err != nil {
 		log.Warn("stop", zap.Error(err))
 	}
+}
+
+// openStore opens the durable queue in dir, making the directory if need
+// be. A store that exists but cannot be read is an error naming it.
+func openStore(dir, fsync string) (*durable.Store, error) {
+	mode, err := durable.ParseSync(fsync)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return nil, err
+	}
+	return durable.Open(abs, mode)
 }
 
 // periodicAddrs is where the Periodic frontend listens: the real server's

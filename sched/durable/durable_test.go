@@ -152,3 +152,14 @@ func TestSchedulerReplay(t *testing.T) {
 		}
 	}
 }
+
+// A store another server has open is refused, naming the directory: two
+// servers never share one queue.
+func TestStoreInUse(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, SyncBatch)
+	defer s.Close()
+	if _, err := Open(dir, SyncBatch); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second open: %v", err)
+	}
+}

@@ -222,7 +222,9 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	fd := strconv.FormatUint(fdLimit, 10)
 	// -p 0: the kernel picks the port and the harness reads it back, so no
 	// free port is picked here that someone else could take first.
-	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd}
+	// -q builtin: the scenarios measure the in-memory queue, as gearmand's
+	// builtin; switchyard's default keeps background jobs on disk.
+	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
 	if hasOption(opts.switchyard, "--periodic-listen") {
