@@ -4,64 +4,27 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	codec "switchyard/codec/gearman"
 	"switchyard/sched"
 	"switchyard/sched/durable"
+	"switchyard/sched/storetest"
 )
-
-// gateStore is a durable store whose writes are answered only when the
-// test says so, to see what a client gets meanwhile.
-type gateStore struct {
-	mu      sync.Mutex
-	pending []func(error)
-	queued  chan struct{} // one token per write queued
-}
-
-func newGateStore() *gateStore { return &gateStore{queued: make(chan struct{}, 64)} }
-
-func (g *gateStore) Encode(*sched.Record) []byte { return []byte{} }
-func (g *gateStore) Put(_ uint64, _ []byte, done func(error)) {
-	g.add(done)
-}
-func (g *gateStore) Delete(uint64)                        {}
-func (g *gateStore) Flush(done func(error))               { g.add(done) }
-func (g *gateStore) Load(func(*sched.Record) error) error { return nil }
-
-func (g *gateStore) add(done func(error)) {
-	if done == nil {
-		return
-	}
-	g.mu.Lock()
-	g.pending = append(g.pending, done)
-	g.mu.Unlock()
-	g.queued <- struct{}{}
-}
-
-// answer answers the oldest write, as the store's goroutine would.
-func (g *gateStore) answer(err error) {
-	g.mu.Lock()
-	done := g.pending[0]
-	g.pending = g.pending[1:]
-	g.mu.Unlock()
-	go done(err)
-}
 
 // JOB_CREATED waits for the store, and the replies pipelined after it wait
 // behind it, in order; a write that fails becomes QUEUE_ERROR and its job
 // is gone.
 func TestJobCreatedWaitsForStore(t *testing.T) {
-	st := newGateStore()
+	st := storetest.NewGate(64)
 	addr, srv := startServer(t, Config{}, sched.Config{Store: st})
 	p := dial(t, addr)
 	p.send(req(codec.SubmitJobBg, "f", "u1", "a"), req(codec.EchoReq, "one"),
 		req(codec.SubmitJobBg, "f", "u2", "b"), req(codec.EchoReq, "two"),
 		req(codec.SubmitJob, "f", "u3", "c"), req(codec.EchoReq, "three"))
-	<-st.queued
-	<-st.queued // both writes queued: the server has read both submits
+	<-st.Queued
+	<-st.Queued // both writes queued: the server has read both submits
 	// Nothing may come before the store answers (a read with a deadline:
 	// the check for what must not happen).
 	p.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
@@ -71,10 +34,10 @@ func TestJobCreatedWaitsForStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	h1 := "H:lap:" + itoa(srv, "u1")
-	st.answer(nil)
+	st.Answer(nil)
 	p.expect(res(codec.JobCreated, h1))
 	p.expect(res(codec.EchoRes, "one"))
-	st.answer(errors.New("no space left on device"))
+	st.Answer(errors.New("no space left on device"))
 	p.expect(res(codec.Error, "QUEUE_ERROR", "no space left on device"))
 	p.expect(res(codec.EchoRes, "two"))
 	// A foreground job is not stored: the rest came with the last answer.
