@@ -85,6 +85,26 @@ var queue1M = &Scenario{
 	run:   runQueue,
 }
 
+var bgDurable = &Scenario{
+	Name:    "bg-durable",
+	About:   "bg against the durable queues (switchyard -q durable, gearmand -q libsqlite3): a submit is acknowledged once on disk",
+	Uses:    bgUses,
+	Durable: true,
+	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Duration: 10 * time.Second, Jobs: 300_000, Workers: 4, Grab: 1, Timeout: 120 * time.Second},
+	Quick:   Params{Clients: 4, InFlight: 64, Payload: 64, Duration: 3 * time.Second, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second},
+	run:     runBackground,
+}
+
+var queue1MDurable = &Scenario{
+	Name:    "queue-1m-durable",
+	About:   "queue-1m against the durable queues (switchyard -q durable, gearmand -q libsqlite3)",
+	Uses:    append(bgUses[:len(bgUses):len(bgUses)], "settle"),
+	Durable: true,
+	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
+	Quick:   Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
+	run:     runQueue,
+}
+
 // grace is how long clients wait for their outstanding jobs once the
 // measured time is over.
 const grace = 5 * time.Second

@@ -34,9 +34,13 @@ type Scenario struct {
 	// Periodic runs it against switchyard alone (gearmand has no Periodic),
 	// started with a Periodic listener: Target.PeriodicAddr.
 	Periodic bool
-	Full     Params // defaults of `make bench`
-	Quick    Params // defaults of --quick: a few seconds and smaller counts
-	run      func(ctx context.Context, t Target, p Params, out *record.Run) error
+	// Durable runs it against the servers' durable queues: switchyard's
+	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
+	// fresh directory.
+	Durable bool
+	Full    Params // defaults of `make bench`
+	Quick   Params // defaults of --quick: a few seconds and smaller counts
+	run     func(ctx context.Context, t Target, p Params, out *record.Run) error
 }
 
 // Run runs the scenario and returns its record (Server and Round left for
@@ -63,7 +67,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M}
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, bgDurable, queue1MDurable}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -14,7 +14,7 @@ import (
 )
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
-	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k"}
+	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
 	var gearman, echo, periodic []string
 	for _, s := range All {
 		switch {

@@ -194,6 +194,14 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
 			Error: cfg.Path + " has no --periodic-listen: it does not serve Periodic"}, nil
 	}
+	if sc.Durable {
+		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
+		if err != nil {
+			return record.Run{}, err
+		}
+		defer os.RemoveAll(dir)
+		cfg.Args = durableArgs(cfg.Name, cfg.Args, dir)
+	}
 	srv, err := harness.Start(ctx, cfg)
 	if err != nil {
 		return record.Run{}, err
@@ -207,6 +215,19 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		run.Error = err.Error()
 	}
 	return run, nil
+}
+
+// durableArgs points a server at a durable queue in dir: switchyard's own
+// in place of -q builtin, gearmand's SQLite queue.
+func durableArgs(name string, args []string, dir string) []string {
+	out := slices.Clone(args)
+	if i := slices.Index(out, "-q"); i >= 0 && i+1 < len(out) {
+		out = slices.Delete(out, i, i+2)
+	}
+	if name == "gearmand" {
+		return append(out, "-q", "libsqlite3", "--libsqlite3-db", filepath.Join(dir, "queue.db"))
+	}
+	return append(out, "-q", "durable", "--data-dir", dir)
 }
 
 type serverSpec struct {

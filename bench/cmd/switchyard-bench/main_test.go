@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,19 @@ func TestPeriodicNeedsTheFlag(t *testing.T) {
 	}
 	if strings.Contains(string(out), "| gearmand |") {
 		t.Errorf("gearmand ran a Periodic scenario:\n%s", out)
+	}
+}
+
+func TestDurableArgs(t *testing.T) {
+	sy := []string{"-L", "127.0.0.1", "-p", "0", "-q", "builtin", "--periodic-listen", "off"}
+	if got, want := durableArgs("switchyard", sy, "/d"), []string{"-L", "127.0.0.1", "-p", "0", "--periodic-listen", "off", "-q", "durable", "--data-dir", "/d"}; !slices.Equal(got, want) {
+		t.Errorf("switchyard: %q, want %q", got, want)
+	}
+	if sy[4] != "-q" {
+		t.Error("durableArgs changed its argument")
+	}
+	gd := []string{"-L", "127.0.0.1", "-p", "0"}
+	if got, want := durableArgs("gearmand", gd, "/d"), []string{"-L", "127.0.0.1", "-p", "0", "-q", "libsqlite3", "--libsqlite3-db", "/d/queue.db"}; !slices.Equal(got, want) {
+		t.Errorf("gearmand: %q, want %q", got, want)
 	}
 }
