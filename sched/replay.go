@@ -40,17 +40,10 @@ func (s *Sched) restore(r *Record) error {
 	if r.Priority >= numPriorities {
 		return fmt.Errorf("sched: priority %d", r.Priority)
 	}
-	j := newJob(&SubmitReq{Payload: r.Payload})
+	j := buildJob(&SubmitReq{Unique: []byte(r.Unique), Payload: r.Payload, Reducer: []byte(r.Reducer),
+		Priority: r.Priority, Background: true, CoalesceOnPayload: r.CoalesceOnPayload,
+		When: r.When, Timeout: r.Timeout, Counter: r.Counter, RetryForever: r.RetryForever})
 	j.id = r.ID
-	j.unique = r.Unique
-	j.reducer = r.Reducer
-	j.prio = r.Priority
-	j.background = true
-	j.forever = r.RetryForever
-	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
-		x := j.more()
-		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
-	}
 	seq := r.ID >> s.shardBits
 	for {
 		cur := sh.seq.Load()

@@ -138,3 +138,28 @@ func TestReplayWrongShards(t *testing.T) {
 		t.Fatal("replayed a store of 16 shards into 64")
 	}
 }
+
+// Jobs that coalesce on their payload (Gearman's unique "-") replay with
+// that rule: two of them are two jobs, each found again by its payload.
+func TestReplayCoalesceOnPayload(t *testing.T) {
+	st := newTestStore()
+	s1 := newTest(t, Config{Store: st})
+	c := s1.NewClient(&recorder{})
+	var ids []uint64
+	for _, p := range []string{"one", "two"} {
+		id, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("-"), Payload: []byte(p), Background: true, CoalesceOnPayload: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	s2 := newTest(t, Config{Store: st})
+	if n, err := s2.Replay(); err != nil || n != 2 {
+		t.Fatalf("replay: %d jobs, %v", n, err)
+	}
+	id, err := s2.NewClient(&recorder{}).Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("-"), Payload: []byte("two"),
+		Background: true, CoalesceOnPayload: true})
+	if err != nil || id != ids[1] {
+		t.Fatalf("payload two after replay: job %d (%v), want %d", id, err, ids[1])
+	}
+}

@@ -322,18 +322,8 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	sh := s.shardFor(r.Func)
 	// Build the job before taking the lock: the copy may be megabytes, and a
 	// durable store must have it before anyone can see it.
-	j := newJob(r)
+	j := buildJob(r)
 	j.id = sh.seq.Add(1)<<s.shardBits | sh.idx
-	j.unique = string(r.Unique)
-	j.reducer = string(r.Reducer)
-	j.prio = r.Priority
-	j.background = r.Background
-	j.forever = r.RetryForever
-	j.byPayload = r.CoalesceOnPayload
-	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
-		x := j.more()
-		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
-	}
 	var rec []byte // the record a durable store gets, made outside the lock
 	if r.Background && s.durable {
 		rec = s.store.Encode(j.record(string(r.Func)))
@@ -522,9 +512,26 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 	return j.id, s.await(j.id, wait)
 }
 
+// buildJob makes the job r describes, its id and function still unset.
+// Submit and Replay both make jobs here.
+func buildJob(r *SubmitReq) *Job {
+	j := newJob(r)
+	j.unique = string(r.Unique)
+	j.reducer = string(r.Reducer)
+	j.prio = r.Priority
+	j.background = r.Background
+	j.forever = r.RetryForever
+	j.byPayload = r.CoalesceOnPayload
+	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
+		x := j.more()
+		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
+	}
+	return j
+}
+
 func (j *Job) record(fn string) *Record {
 	r := &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
-		Priority: j.prio, RetryForever: j.forever}
+		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload}
 	if x := j.ext; x != nil {
 		r.When, r.Timeout, r.Counter = x.when, x.timeout, x.counter
 	}

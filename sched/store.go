@@ -12,9 +12,10 @@ type Record struct {
 	Priority Priority
 	When     int64
 	// What SubmitReq set and a requeue may have changed since.
-	Timeout      time.Duration
-	Counter      int64
-	RetryForever bool
+	Timeout           time.Duration
+	Counter           int64
+	RetryForever      bool
+	CoalesceOnPayload bool // the payload is the coalescing key, see SubmitReq
 }
 
 // Store persists the jobs that must survive a restart: the background

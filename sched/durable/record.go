@@ -23,7 +23,8 @@ func putKey(k *[keySize]byte, id uint64) {
 
 // The value of a job record, version 1:
 //
-//	version (1), priority, flags (bit 0: RetryForever),
+//	version (1), priority, flags (bit 0: RetryForever, bit 1:
+//	CoalesceOnPayload),
 //	uvarint-prefixed func, unique, reducer,
 //	varint when (unix s), timeout (ns), counter,
 //	then the payload, to the end.
@@ -36,6 +37,9 @@ func encode(r *sched.Record) []byte {
 	var flags byte
 	if r.RetryForever {
 		flags |= 1
+	}
+	if r.CoalesceOnPayload {
+		flags |= 2
 	}
 	b = append(b, recordVersion, byte(r.Priority), flags)
 	for _, s := range []string{r.Func, r.Unique, r.Reducer} {
@@ -55,7 +59,7 @@ func decode(b []byte, r *sched.Record) error {
 	if len(b) < 3 || b[0] != recordVersion {
 		return errRecord
 	}
-	*r = sched.Record{Priority: sched.Priority(b[1]), RetryForever: b[2]&1 != 0}
+	*r = sched.Record{Priority: sched.Priority(b[1]), RetryForever: b[2]&1 != 0, CoalesceOnPayload: b[2]&2 != 0}
 	b = b[3:]
 	for _, dst := range []*string{&r.Func, &r.Unique, &r.Reducer} {
 		n, k := binary.Uvarint(b)

@@ -14,6 +14,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Func: "f", Payload: []byte("p")},
 		{Func: "reverse", Unique: "u-1", Reducer: "sum", Priority: sched.Low, When: 1795435200, Payload: make([]byte, 1<<16)},
 		{Func: "periodic", Unique: "name", RetryForever: true, Timeout: 30 * time.Second, Counter: -7, When: -1},
+		{Func: "dash", Unique: "-", CoalesceOnPayload: true, Payload: []byte("key")},
 		{Func: "edge", Unique: "\x00\xff", Counter: 1<<63 - 1, Timeout: 1 << 62, Payload: []byte{0}},
 	} {
 		got := sched.Record{ID: 99}
