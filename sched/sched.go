@@ -370,38 +370,37 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	return j.id, s.await(j.id, wait)
 }
 
-// put queues a job's record and arranges the submit's answer: through
-// r.Stored, or on the channel returned, for await. Caller holds the job's
-// shard lock.
+// put queues a job's record, and flush a barrier for a submit that joined
+// a job already stored (its record may still be queued); each arranges
+// the submit's answer, see answer. Caller holds the job's shard lock.
 func (s *Sched) put(id uint64, rec []byte, r *SubmitReq) chan error {
-	if r.Stored != nil {
-		r.Waiting = true
-		stored := r.Stored
-		s.store.Put(id, rec, func(err error) {
-			if err != nil {
-				s.Cancel(id) // never acknowledged: it must not run
-			}
-			stored(id, err)
-		})
-		return nil
-	}
-	wait := make(chan error, 1)
-	s.store.Put(id, rec, func(err error) { wait <- err })
+	done, wait := s.answer(id, r)
+	s.store.Put(id, rec, done)
 	return wait
 }
 
-// flush is put for a submit that joined a job already stored: its answer
-// waits for that job's record, which may still be queued.
 func (s *Sched) flush(id uint64, r *SubmitReq) chan error {
-	if r.Stored != nil {
-		r.Waiting = true
-		stored := r.Stored
-		s.store.Flush(func(err error) { stored(id, err) })
-		return nil
-	}
-	wait := make(chan error, 1)
-	s.store.Flush(func(err error) { wait <- err })
+	done, wait := s.answer(id, r)
+	s.store.Flush(done)
 	return wait
+}
+
+// answer is the store's done for a submit of job id: it reaches r.Stored
+// (the job withdrawn first if the write failed), or, without Stored, the
+// channel returned, for await.
+func (s *Sched) answer(id uint64, r *SubmitReq) (done func(error), wait chan error) {
+	if r.Stored == nil {
+		wait = make(chan error, 1)
+		return func(err error) { wait <- err }, wait
+	}
+	r.Waiting = true
+	stored := r.Stored
+	return func(err error) {
+		if err != nil {
+			s.Cancel(id) // never acknowledged: it must not run
+		}
+		stored(id, err)
+	}, nil
 }
 
 // await waits for the store's answer on wait, if any, withdrawing the job
