@@ -389,8 +389,8 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		ended := false
 		if j.worker == w && j.state == stateRunning {
 			ended = w.s.putBack(sh, j, 0, &wake)
-		} else if j.ext != nil {
-			j.ext.late = slices.DeleteFunc(j.ext.late, func(x *Worker) bool { return x == w })
+		} else {
+			j.heardFrom(w)
 		}
 		f := j.fn
 		sh.mu.Unlock()
@@ -402,9 +402,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	}
 	ls := collect(w.scratch[:0], j, u.Kind.Terminal())
 	if u.Kind.Terminal() {
-		if j.ext != nil { // w has had its say (see Sched.forget)
-			j.ext.late = slices.DeleteFunc(j.ext.late, func(x *Worker) bool { return x == w })
-		}
+		j.heardFrom(w)
 		switch {
 		case j.state == stateQueued: // a late result: it need not run again
 			j.fn.queues[j.prio].remove(j)
@@ -439,6 +437,14 @@ func (j *Job) reportedBy(w *Worker) bool {
 		return j.overran(w)
 	}
 	return false
+}
+
+// heardFrom drops w from the workers that overran j: it has had its say
+// (see Sched.forget). Caller holds j's shard lock.
+func (j *Job) heardFrom(w *Worker) {
+	if j.ext != nil {
+		j.ext.late = slices.DeleteFunc(j.ext.late, func(x *Worker) bool { return x == w })
+	}
 }
 
 func (j *Job) overran(w *Worker) bool {
@@ -593,16 +599,10 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 	}
 	switch {
 	case !j.forever && s.retries > 0 && j.retries >= s.retries:
-		j.stopClock(&sh.wheel)
-		j.release()
-		f.running--
 		failed = collect(nil, j, true)
-		sh.forget(j)
+		s.finish(sh, j)
 	case !j.background && j.nlisteners == 0:
-		j.stopClock(&sh.wheel)
-		j.release()
-		f.running--
-		sh.forget(j) // nobody is waiting for it any more
+		s.finish(sh, j) // nobody is waiting for it any more
 	default:
 		s.putBack(sh, j, 0, &wake)
 	}
