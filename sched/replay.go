@@ -11,7 +11,8 @@ import (
 var ErrWrongShard = errors.New("sched: stored job's id names another shard than its function's")
 
 // Replay loads every job the Store kept, in the order Load gives them
-// (ascending id keeps each function's order), under their old ids. It must
+// (ascending id keeps each function's order), under their old ids, or new
+// ones for records that have none (see Store.Load). It must
 // run before the first submit, as a server starts and before it listens.
 // It returns how many jobs it restored.
 func (s *Sched) Replay() (int, error) {
@@ -34,7 +35,11 @@ func (s *Sched) Replay() (int, error) {
 // shard's sequence moves past the id, so new jobs never take it.
 func (s *Sched) restore(r *Record) error {
 	sh := s.shardFor([]byte(r.Func))
-	if s.shardOf(r.ID) != sh {
+	if r.ID == 0 {
+		// A store that keeps no ids (gearmand's table): a new one, told
+		// back in r.ID.
+		r.ID = sh.seq.Add(1)<<s.shardBits | sh.idx
+	} else if s.shardOf(r.ID) != sh {
 		return ErrWrongShard
 	}
 	if r.Priority >= numPriorities {

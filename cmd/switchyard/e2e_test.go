@@ -239,7 +239,13 @@ func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 // n-1 addresses (the Periodic listeners) are returned, sorted.
 func startServerPorts(t *testing.T, n int, extraArgs ...string) (*serverProc, []string) {
 	t.Helper()
-	s := launchServer(t, serverBinary(t), extraArgs...)
+	return startBinaryPorts(t, serverBinary(t), n, extraArgs...)
+}
+
+// startBinaryPorts is startServerPorts for the server binary bin.
+func startBinaryPorts(t *testing.T, bin string, n int, extraArgs ...string) (*serverProc, []string) {
+	t.Helper()
+	s := launchServer(t, bin, extraArgs...)
 	cmd := s.cmd
 
 	fail := func(format string, a ...any) {

@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"switchyard/sched/durable"
+	"switchyard/sched/sqlite"
 )
 
 const (
@@ -110,7 +111,10 @@ type options struct {
 	KeepaliveInterval int           // --keepalive-interval, seconds; -1 (default) = the system's
 	KeepaliveCount    int           // --keepalive-count; -1 (default) = the system's
 	User              string        // -u/--user
-	QueueType         string        // -q/--queue-type: "durable" (default, the embedded store) or "builtin" (memory only), lower case
+	QueueType         string        // -q/--queue-type: "durable" (default, the embedded store), "builtin" (memory only) or "libsqlite3" (gearmand's SQLite table), lower case
+	SqliteDB          string        // --libsqlite3-db: the database file of -q libsqlite3
+	SqliteTable       string        // --libsqlite3-table, default gearman_queue
+	StoreOnShutdown   bool          // --store-queue-on-shutdown: -q libsqlite3 writes its table only at shutdown
 	DataDir           string        // --data-dir (ours): where the durable queue lives
 	Fsync             string        // --fsync (ours): always, batch or never
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
@@ -186,7 +190,7 @@ const (
 
 var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic}
 
-const noQueue = "only the builtin and durable queues are supported"
+const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
 // optTable lists every option in the order of gearmand's help.
 var optTable = []*optDef{
@@ -249,7 +253,7 @@ var optTable = []*optDef{
 		help: "When the durable queue forces writes to disk: 'batch' (one fsync for every job that arrived meanwhile, before they are acknowledged), 'always' (one fsync per job) or 'never' (the kernel decides; a machine crash may lose acknowledged jobs). switchyard only.",
 		set:  setFsync},
 	{long: "queue-type", short: 'q', value: true, dflt: defaultQueueType, group: gGeneral,
-		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart) or 'builtin' (memory only, as gearmand's builtin).",
+		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart), 'builtin' (memory only, as gearmand's builtin) or 'libsqlite3' (gearmand's SQLite queue: the same file and table, see --libsqlite3-db).",
 		set:  setString(func(o *options) *string { return &o.QueueType })},
 	{long: "config-file", value: true, dflt: "/etc/gearmand.conf", group: gGeneral,
 		help: "Can be specified with '@name', too. It holds options written as on the command line, separated by spaces or newlines; the command line wins. The default file is read only if it exists.",
@@ -316,9 +320,12 @@ var optTable = []*optDef{
 	{long: "libmemcached-servers", value: true, group: gMemcached, help: "Ignored.", ignored: noQueue},
 	{long: "libmemcached-prefix", value: true, dflt: "gear_", group: gMemcached, help: "Ignored.", ignored: noQueue},
 
-	{long: "libsqlite3-db", value: true, group: gSqlite, help: "Ignored.", ignored: noQueue},
-	{long: "store-queue-on-shutdown", group: gSqlite, help: "Ignored.", ignored: noQueue},
-	{long: "libsqlite3-table", value: true, dflt: "gearman_queue", group: gSqlite, help: "Ignored.", ignored: noQueue},
+	{long: "libsqlite3-db", value: true, group: gSqlite, help: "Database file to use.",
+		set: setString(func(o *options) *string { return &o.SqliteDB })},
+	{long: "store-queue-on-shutdown", group: gSqlite, help: "Store queue on shutdown: the table is written only when the server stops, and a crash loses the jobs queued since it started.",
+		set: setBool(func(o *options) *bool { return &o.StoreOnShutdown })},
+	{long: "libsqlite3-table", value: true, dflt: "gearman_queue", group: gSqlite, help: "Table to use.",
+		set: setString(func(o *options) *string { return &o.SqliteTable })},
 
 	{long: "libpq-conninfo", value: true, group: gPostgres, help: "Ignored.", ignored: noQueue},
 	{long: "libpq-table", value: true, dflt: "queue", group: gPostgres, help: "Ignored.", ignored: noQueue},
@@ -860,6 +867,7 @@ func defaultOptions() *options {
 		QueueType:         defaultQueueType,
 		DataDir:           defaultDataDir,
 		Fsync:             defaultFsync,
+		SqliteTable:       sqlite.DefaultTable,
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
 		FunctionTTL:       time.Hour,
@@ -918,10 +926,10 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 		return nil, usagef("hashtable-buckets has to be greater than 0")
 	}
 	switch q := strings.ToLower(o.QueueType); q {
-	case "builtin", "durable":
+	case "builtin", "durable", "libsqlite3":
 		o.QueueType = q
 	default:
-		return nil, usagef("unknown queue type '%s': use durable or builtin", o.QueueType)
+		return nil, usagef("unknown queue type '%s': use durable, builtin or libsqlite3", o.QueueType)
 	}
 	if !s.portSet {
 		if env := getenv("GEARMAND_PORT"); env != "" {

@@ -20,6 +20,7 @@ import (
 	"switchyard/engine/periodic"
 	"switchyard/sched"
 	"switchyard/sched/durable"
+	"switchyard/sched/sqlite"
 )
 
 // version is switchyard's own; "version" on the admin port reports it.
@@ -87,7 +88,8 @@ func run(args []string) int {
 	}
 	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
 		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload}
-	if o.QueueType == "durable" {
+	switch o.QueueType {
+	case "durable":
 		st, err := openStore(o.DataDir, o.Fsync)
 		if err != nil {
 			log.Error("cannot open the job store", zap.Error(err))
@@ -96,6 +98,22 @@ func run(args []string) int {
 		defer st.Close() // after the scheduler's Close below: last
 		scfg.Store = st
 		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
+	case "libsqlite3":
+		st, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
+			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
+		if err != nil {
+			log.Error("cannot open the job store", zap.Error(err))
+			fmt.Fprintf(os.Stderr, "switchyard: Error while initializing the queue : libsqlite3: %v\n", err)
+			return 1
+		}
+		defer func() {
+			if err := st.Close(); err != nil {
+				log.Error("job store", zap.Error(err))
+			}
+		}()
+		scfg.Store = st
+		log.Info("job store", zap.String("sqlite", st.Path()), zap.String("table", o.SqliteTable),
+			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
 	}
 	s := sched.New(scfg)
 	defer s.Close()
