@@ -53,7 +53,8 @@
 //     job is made or changed, and removed (Delete) when it ends; writes
 //     are answered once durable, and a frontend that set SubmitReq.Stored
 //     acknowledges the submit then, without waiting on an event loop.
-//     Replay puts the jobs back at start under their ids. Ids name their shard,
+//     Replay puts the jobs back at start under their ids (or new ones, for a
+//     store that keeps none, such as gearmand's SQLite table). Ids name their shard,
 //     so the shard count is fixed (DefaultShards) and a function's shard is
 //     a fixed hash of its name, the same in every process.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
