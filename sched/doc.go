@@ -28,6 +28,9 @@
 //     still report: the first result wins, the other attempts' are dropped
 //     (Worker.Update returns nil); a delayed job (SubmitReq.When, or a
 //     Requeue with a Delay) enters its list when due and wakes sleepers.
+//     A worker's deadline (Worker.ExpectWithin, moved on every sign of
+//     life) sits in a wheel too: when it passes, the worker's jobs go back
+//     as retries and its Waker, if an Expirer, hears Expired.
 //     One ticker (or the caller, via Advance) drives every wheel. Time
 //     comes from a Clock: timers run on its monotonic Now, and a requested
 //     unix time is turned into a due tick once, at submit, so a wall-clock
@@ -37,7 +40,10 @@
 //     a job submitted with RetryForever goes back to its queue on Fail,
 //     Exception, timeout or worker loss, uncounted, until it completes or
 //     is removed. A worker may also hand a held job back itself
-//     (Worker.Requeue), at once or after a delay, adding to its counter.
+//     (Worker.Requeue), at once or after a delay, adding to its counter, or
+//     at the head of its queue (turned down unstarted); Worker.Retry gives
+//     one back as a lost attempt, counted. Worker.Holding lists what it
+//     holds.
 //   - A (function, unique) names one live job. A submit naming a live job
 //     joins it, or with SubmitReq.Replace replaces it; Find and Remove
 //     reach a job by that name, Purge a whole function, and JobViewsChunked

@@ -196,6 +196,18 @@ func (l *jobList) pushBack(j *Job) {
 	l.n++
 }
 
+func (l *jobList) pushFront(j *Job) {
+	j.prev = nil
+	j.next = l.head
+	if l.head != nil {
+		l.head.prev = j
+	} else {
+		l.tail = j
+	}
+	l.head = j
+	l.n++
+}
+
 func (l *jobList) remove(j *Job) {
 	if j.prev != nil {
 		j.prev.next = j.next

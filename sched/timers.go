@@ -17,12 +17,16 @@ func (s *Sched) Advance(now time.Time) {
 		}
 		var due []*Job
 		var late []*Job
+		var lapsed []*Worker
 		sh.wheel.advance(tick, func(t *timer) {
 			switch t.kind {
 			case timerDue:
 				due = append(due, t.job)
 			case timerTimeout:
 				late = append(late, t.job)
+			case timerDeadline:
+				t.worker.lapsed = true
+				lapsed = append(lapsed, t.worker)
 			}
 		})
 		for _, j := range due {
@@ -48,6 +52,9 @@ func (s *Sched) Advance(now time.Time) {
 			if w != nil {
 				s.retry(j, w, true)
 			}
+		}
+		for _, w := range lapsed {
+			w.lapse()
 		}
 	}
 }

@@ -8,10 +8,11 @@ type timerKind uint8
 const (
 	timerDue     timerKind = iota + 1 // a delayed job came due
 	timerTimeout                      // a running job overran its worker's timeout
+	timerDeadline                     // a worker was not heard from in time
 )
 
-// timer is intrusive: it lives inside the Job it times, so arming and
-// cancelling allocate nothing.
+// timer is intrusive: it lives inside the Job or Worker it times, so arming
+// and cancelling allocate nothing.
 type timer struct {
 	prev, next *timer
 	due        *timer // the chain of timers firing in one tick, see advance
@@ -19,7 +20,8 @@ type timer struct {
 	kind       timerKind
 	armed      bool
 	slot       uint16 // level<<wheelBits | index, where it is linked
-	job        *Job
+	job        *Job      // for timerDue and timerTimeout
+	worker     *Worker   // for timerDeadline
 	late       []*Worker // workers whose run timeout the job overran, see reportedBy
 }
 
