@@ -6,9 +6,9 @@ import "sync/atomic"
 type timerKind uint8
 
 const (
-	timerDue     timerKind = iota + 1 // a delayed job came due
-	timerTimeout                      // a running job overran its worker's timeout
-	timerDeadline                     // a worker was not heard from in time
+	timerDue      timerKind = iota + 1 // a delayed job came due
+	timerTimeout                       // a running job overran its worker's timeout
+	timerDeadline                      // a worker was not heard from in time
 )
 
 // timer is intrusive: it lives inside the Job or Worker it times, so arming
@@ -19,7 +19,7 @@ type timer struct {
 	expire     int64  // absolute tick
 	kind       timerKind
 	armed      bool
-	slot       uint16 // level<<wheelBits | index, where it is linked
+	slot       uint16    // level<<wheelBits | index, where it is linked
 	job        *Job      // for timerDue and timerTimeout
 	worker     *Worker   // for timerDeadline
 	late       []*Worker // workers whose run timeout the job overran, see reportedBy
