@@ -8,6 +8,7 @@ require (
 	github.com/panjf2000/gnet/v2 v2.10.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.30.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -39,6 +40,5 @@ require (
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/sync v0.11.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
-	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
