@@ -2,7 +2,7 @@ GO      ?= go
 BIN     := bin/switchyard
 PKGS    := ./...
 
-.PHONY: all build run test test-unit test-race deps vet fmt fuzz bench bench-micro bench-report bench-deps conformance clean
+.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean
 
 all: build
 
@@ -33,6 +33,16 @@ vet:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# proto regenerates codec/controller/controller.pb.go from controller.proto
+# (the go:generate line in codec/controller/doc.go). The .pb.go is committed,
+# so only a change to the .proto needs this. It needs protoc
+# (apt-get install -y protobuf-compiler; 3.21 made the committed file) and
+# protoc-gen-go at the version the module requires (go install
+# google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12), found on PATH or in
+# $(go env GOPATH)/bin.
+proto:
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(GO) generate ./codec/controller
 
 # fuzz runs each fuzz target for about a minute on a 2-core machine. The
 # limits are counts, not -fuzztime 60s: go1.26's fuzz coordinator can fail a

@@ -8,6 +8,7 @@ require (
 	github.com/panjf2000/gnet/v2 v2.10.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.36.0
+	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.40.0
 )
 
@@ -45,7 +46,6 @@ require (
 	golang.org/x/exp v0.0.0-20250620022241-b7579e27df2b // indirect
 	golang.org/x/sync v0.16.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
-	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	modernc.org/libc v1.66.10 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
