@@ -217,6 +217,8 @@ func TestMalformedAgrees(t *testing.T) {
 	for _, msg := range []string{
 		"\x10\x80", "\x80", "\x00\x01", "\x2a\x05", "\x2c",
 		"\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", "\x0b\x10\x01", "\x0b\x10\x01\x14",
+		"00\x80\x80\x80\x8000",             // field 6<<28, above MaxValidNumber (found by FuzzParseFrame)
+		"\x0b\x80\x80\x80\x80\x30\x01\x0c", // the same number inside a group, which Unmarshal skips
 	} {
 		for _, k := range []Kind{KindControlMsg, KindWorkerResponse} {
 			_, _, _, perr := ParseFrame([]byte(le(uint64(len(msg)))+msg), k, 0)
