@@ -27,6 +27,17 @@
 // never the extra bytes, so a reader must decode extra_size from the
 // message to find the frame's end; ParseFrame does that itself.
 //
+// # Use
+//
+// ParseFrame reads one frame of a given Kind from the front of a buffer and
+// returns views into it: consumed == 0 with a nil error means more bytes are
+// needed, and need says how many the buffer must hold. It copies and
+// allocates nothing. Unmarshal decodes a frame's message into a message the
+// caller reuses; the Validate functions check what the spec requires of each
+// message, and ControllerErrorFor turns their errors into the PulseResponse
+// error code to send. The Append functions write a frame (length, message,
+// extra bytes) onto the caller's buffer.
+//
 // # Where the real implementation differs
 //
 //   - Enum numbers: the spec's are used (PULSE_REGISTER = 0 ...), as the
@@ -37,6 +48,8 @@
 //     proto3 does not send them: an empty message (the 8-byte length 0) is a
 //     valid WorkerPulse REGISTER, an OK PulseResponse, a RESTART with no
 //     extra bytes, or an OK WorkerResponse for task 0.
+//   - The real code bounds nothing; ParseFrame bounds a frame's message plus
+//     extra bytes by a limit the caller gives (DefaultMaxFrame if none).
 package controller
 
 //go:generate protoc --go_out=. --go_opt=paths=source_relative controller.proto

@@ -150,11 +150,16 @@ func ParseFrame(buf []byte, kind Kind, max int) (f Frame, consumed, need int, er
 // serialized message b without decoding the rest: the last varint
 // occurrence wins (proto's rule for a repeated singular scalar), occurrences
 // of num with another wire type are unknown fields as proto.Unmarshal
-// treats them, and absent is 0. ok is false if b is not valid wire format.
+// treats them, and absent is 0. ok is false if b is not valid wire format
+// by proto.Unmarshal's rules (FuzzParseFrame checks that the two agree).
 func scanUint64(b []byte, num protowire.Number) (v uint64, ok bool) {
 	for len(b) > 0 {
 		n, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
+		// ConsumeTag refuses field number 0 but not one above
+		// MaxValidNumber, which proto.Unmarshal refuses at the top level
+		// (and takes inside an unknown group: ConsumeFieldValue below
+		// skips groups as Unmarshal does).
+		if l < 0 || n > protowire.MaxValidNumber {
 			return 0, false
 		}
 		b = b[l:]

@@ -54,6 +54,7 @@ func TestParseFrameTable(t *testing.T) {
 		{"field number 0", le(2) + "\x00\x01", KindControlMsg, 0, "", "", 0, 0, ErrMalformed},
 		{"bytes field past the end", le(2) + "\x2a\x05", KindControlMsg, 0, "", "", 0, 0, ErrMalformed},
 		{"end group with no start", le(1) + "\x2c", KindWorkerResponse, 0, "", "", 0, 0, ErrMalformed},
+		{"field number above the largest", le(8) + "00\x80\x80\x80\x8000", KindControlMsg, 0, "", "", 0, 0, ErrMalformed},
 		{"varint over 64 bits", le(11) + "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", KindControlMsg, 0, "", "", 0, 0, ErrMalformed},
 		// ... are not looked at where no extra bytes follow.
 		{"malformed pulse is framed", le(2) + "\x10\x80", KindWorkerPulse, 0, "\x10\x80", "", 10, 10, nil},
