@@ -344,6 +344,10 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	if filepath.Base(bin) != "gearmand" && !hasPeriodicListen(extraArgs) {
 		args = append(args, "--periodic-listen", "off")
 	}
+	// Nor the Worker-Controller socket, by default in /run/switchyard.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--controller-socket") }) {
+		args = append(args, "--controller-socket", "off")
+	}
 	// The durable queue, switchyard's default, in the test's directory
 	// unless the test names one.
 	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--data-dir") }) {

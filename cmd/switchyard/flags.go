@@ -54,6 +54,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,6 +79,10 @@ const (
 	defaultShutdownTimeout = 30 * time.Second
 	// defaultPeriodicListen is the real Periodic server's TCP port.
 	defaultPeriodicListen = "tcp://0.0.0.0:5000"
+	// defaultControllerSocket is the Worker–Controller main socket; the
+	// workers' sockets go beside it.
+	defaultControllerSocket = "/run/switchyard/controller.sock"
+	defaultControllerFunc   = "controller"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -124,6 +129,8 @@ type options struct {
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
 	PeriodicListen    []string      // --periodic-listen (ours, repeatable): tcp://HOST:PORT or unix:///path; nil = defaultPeriodicListen; empty = off
+	ControllerSocket  string        // --controller-socket (ours): the Worker–Controller main socket; "" = defaultControllerSocket; "off"
+	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -186,9 +193,10 @@ const (
 	gRedis     = "redis"
 	gMySQL     = "MySQL"
 	gPeriodic  = "Periodic (switchyard only)"
+	gCtl       = "Worker-Controller (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl}
 
 const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
@@ -346,6 +354,13 @@ var optTable = []*optDef{
 	{long: "periodic-listen", value: true, multi: true, dflt: defaultPeriodicListen, group: gPeriodic,
 		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
 		set:  setPeriodicListen},
+
+	{long: "controller-socket", value: true, dflt: defaultControllerSocket, group: gCtl,
+		help: "The Worker-Controller protocol's main socket, or 'off'. Its directory is made if missing and holds the workers' sockets (WORKER_ID.sock); stale ones are removed at start. If the default path cannot be used, the protocol is off, with a warning.",
+		set:  setControllerSocket},
+	{long: "controller-func", value: true, multi: true, dflt: defaultControllerFunc, group: gCtl,
+		help: "A function that Worker-Controller workers serve: its jobs, from any protocol, are pushed to them as tasks. Give it again for more.",
+		set:  setControllerFunc},
 }
 
 var (
@@ -463,6 +478,24 @@ func setFsync(s *parseState, v string) error {
 		return errInvalid
 	}
 	s.o.Fsync = v
+	return nil
+}
+
+func setControllerSocket(s *parseState, v string) error {
+	if v == "" {
+		return errInvalid
+	}
+	s.o.ControllerSocket = v
+	return nil
+}
+
+func setControllerFunc(s *parseState, v string) error {
+	if v == "" {
+		return usagef("the argument ('') for option '--controller-func' is invalid: a function has a name")
+	}
+	if !slices.Contains(s.o.ControllerFuncs, v) {
+		s.o.ControllerFuncs = append(s.o.ControllerFuncs, v)
+	}
 	return nil
 }
 

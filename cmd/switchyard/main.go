@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"switchyard/engine/controller"
 	"switchyard/engine/gearman"
 	"switchyard/engine/periodic"
 	"switchyard/sched"
@@ -152,6 +154,14 @@ func run(args []string) int {
 		cfg.KeepaliveCount = o.KeepaliveCount
 	}
 	cfg.TLS = tlsConfig
+	// The controller starts after Gearman; its workers join "workers" then.
+	var ctlWorkers atomic.Pointer[controller.Server]
+	cfg.MoreWorkers = func(dst []byte) []byte {
+		if c := ctlWorkers.Load(); c != nil {
+			return c.AppendWorkers(dst)
+		}
+		return dst
+	}
 	// The stored jobs are back before any port opens: no submit can take
 	// an id or a unique that a stored job holds.
 	if n, err := s.Replay(); err != nil {
@@ -169,14 +179,27 @@ func run(args []string) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
+	// The other protocols' frontends, each stopped before Gearman's.
+	var others []frontend
 	var psrv *periodic.Server
 	if addrs := periodicAddrs(o); len(addrs) > 0 {
 		psrv = periodic.New(periodic.Config{Addrs: addrs, Loops: o.Threads}, s, log)
 		if err := psrv.Start(); err != nil {
 			log.Error("cannot start", zap.Error(err))
-			stopServers(srv, nil, log)
+			stopServers(srv, others, log)
 			return 1
 		}
+		others = append(others, frontend{"periodic", psrv})
+	}
+	csrv, err := startController(o, s, int(o.MaxPacket), log)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		stopServers(srv, others, log)
+		return 1
+	}
+	if csrv != nil {
+		others = append(others, frontend{"controller", csrv})
+		ctlWorkers.Store(csrv)
 	}
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
@@ -196,6 +219,9 @@ func run(args []string) int {
 	if psrv != nil {
 		log.Info("periodic listening", zap.Stringers("addrs", psrv.Addrs()))
 	}
+	if csrv != nil {
+		log.Info("controller listening", zap.String("socket", csrv.Socket()))
+	}
 
 	select {
 	case got := <-sig:
@@ -203,30 +229,67 @@ func run(args []string) int {
 	case graceful := <-stop:
 		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
 		if graceful {
-			if psrv != nil {
-				psrv.Drain()
+			for _, f := range others {
+				f.srv.Drain()
 			}
 			finishRunningJobs(srv, o.ShutdownTimeout, sig, stop, log)
 		}
 	}
-	stopServers(srv, psrv, log)
+	stopServers(srv, others, log)
 	log.Info("shutdown complete")
 	return 0
 }
 
+// frontend is a protocol's server beside Gearman's.
+type frontend struct {
+	name string
+	srv  interface {
+		Drain()
+		Stop(context.Context) error
+	}
+}
+
 // stopServers closes every frontend, each given drainTimeout to write what
-// it owes. A nil Periodic server is none.
-func stopServers(srv *gearman.Server, psrv *periodic.Server, log *zap.Logger) {
+// it owes.
+func stopServers(srv *gearman.Server, others []frontend, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	if psrv != nil {
-		if err := psrv.Stop(ctx); err != nil {
-			log.Warn("stop periodic", zap.Error(err))
+	for _, f := range others {
+		if err := f.srv.Stop(ctx); err != nil {
+			log.Warn("stop "+f.name, zap.Error(err))
 		}
 	}
 	if err := srv.Stop(ctx); err != nil {
 		log.Warn("stop", zap.Error(err))
 	}
+}
+
+// startController serves the Worker–Controller protocol unless
+// --controller-socket is off. The default path is best effort: where it
+// cannot be made (no /run/switchyard for this user), the protocol is off
+// with a warning; a path given explicitly must work.
+func startController(o *options, s *sched.Sched, maxExtra int, log *zap.Logger) (*controller.Server, error) {
+	path := o.ControllerSocket
+	if path == "off" {
+		return nil, nil
+	}
+	explicit := path != ""
+	if !explicit {
+		path = defaultControllerSocket
+	}
+	funcs := o.ControllerFuncs
+	if funcs == nil {
+		funcs = []string{defaultControllerFunc}
+	}
+	c := controller.New(controller.Config{Socket: path, Funcs: funcs, MaxExtra: maxExtra}, s, log)
+	if err := c.Start(); err != nil {
+		if explicit {
+			return nil, err
+		}
+		log.Warn("the Worker-Controller protocol is off: its default socket cannot be used (see --controller-socket)", zap.Error(err))
+		return nil, nil
+	}
+	return c, nil
 }
 
 // openStore opens the durable queue in dir, making the directory if need

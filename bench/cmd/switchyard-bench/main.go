@@ -246,6 +246,9 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// -q builtin: the scenarios measure the in-memory queue, as gearmand's
 	// builtin; switchyard's default keeps background jobs on disk.
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
+	if hasOption(opts.switchyard, "--controller-socket") {
+		sy = append(sy, "--controller-socket", "off") // not in /run: the bench measures TCP
+	}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
 	if hasOption(opts.switchyard, "--periodic-listen") {
