@@ -29,19 +29,19 @@ type worker struct {
 	kick chan struct{}
 
 	mu       sync.Mutex
-	booting  bool   // registered, not pulsed since: its socket may not listen yet
-	refused  bool   // answered BUSY or TASK_FAILED: no task until its next pulse
-	inFlight bool   // an exchange is under way: a pulse's task_id may lag it
+	booting  bool // registered, not pulsed since: its socket may not listen yet
+	refused  bool // answered BUSY or TASK_FAILED: no task until its next pulse
+	inFlight bool // an exchange is under way: a pulse's task_id may lag it
 	// A pulse during an exchange is checked once it is over, against what
 	// the worker held before it and after.
 	flightFrom uint64
 	latePulse  bool
 	lateTask   uint64
-	lastTask uint64 // the task it finished last, which it may still report
-	fetch    bool   // FETCH_ME: it has a message for us
-	restart  bool   // its task_id disagreed with ours: send RESTART
-	gone     bool   // shut down, lapsed or dropped
-	why      string // why it is gone, for the log
+	lastTask   uint64 // the task it finished last, which it may still report
+	fetch      bool   // FETCH_ME: it has a message for us
+	restart    bool   // its task_id disagreed with ours: send RESTART
+	gone       bool   // shut down, lapsed or dropped
+	why        string // why it is gone, for the log
 
 	held           []uint64 // scratch for Holding, under mu
 	out, in, extra []byte   // the goroutine's buffers, reused
@@ -272,7 +272,6 @@ func (w *worker) refuse() {
 	w.refused = true
 	w.mu.Unlock()
 }
-
 
 // errFrame is a worker's answer that is not a WorkerResponse frame.
 var errFrame = errors.New("answer is not a WorkerResponse frame")
