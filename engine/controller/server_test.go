@@ -341,13 +341,21 @@ func TestTaskErrors(t *testing.T) {
 			return &codec.WorkerResponse{Error: codec.WorkerError_WORKER_ERR_TASK_FAILED}, ""
 		}, false},
 		{"hangs-up", func(control) (*codec.WorkerResponse, string) { return nil, "" }, true},
+		// Hangs up on SET_TASK, then says with GET_STATUS that it did not
+		// take it: it stays, the task goes elsewhere.
+		{"hangs-up-did-not-take-it", func(c control) (*codec.WorkerResponse, string) {
+			if c.msg.Type == codec.ControlType_CTRL_GET_STATUS {
+				return ok(0), ""
+			}
+			return nil, ""
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, Config{})
 			bad := e.worker(tc.answer)
 			id := e.submit("x")
 			bad.pulse(codec.PulseType_PULSE_OK, 0)
-			if c := bad.next(); c.msg.GetTaskId() != id {
+			if c := bad.next(); c.msg.Type != codec.ControlType_CTRL_SET_TASK || c.msg.GetTaskId() != id {
 				t.Fatalf("first worker got %v", c.msg)
 			}
 			good := e.worker(runner)
@@ -631,5 +639,35 @@ func TestWorkerBadAnswers(t *testing.T) {
 				t.Fatalf("the worker that answered %q: %v", name, got)
 			}
 		})
+	}
+}
+
+// A SET_TASK that went unanswered, where GET_STATUS says the worker has the
+// task after all: it keeps it, and its result completes the job.
+func TestSetTaskUnansweredButTaken(t *testing.T) {
+	e := newEnv(t, Config{})
+	var task atomic.Uint64
+	w := e.worker(func(c control) (*codec.WorkerResponse, string) {
+		switch c.msg.Type {
+		case codec.ControlType_CTRL_SET_TASK:
+			task.Store(c.msg.GetTaskId())
+			return nil, "" // took it, said nothing
+		case codec.ControlType_CTRL_GET_STATUS:
+			return ok(task.Load()), ""
+		}
+		return ok(task.Load()), "done"
+	})
+	id := e.submit("x")
+	w.pulse(codec.PulseType_PULSE_OK, 0)
+	if c := w.next(); c.msg.Type != codec.ControlType_CTRL_SET_TASK {
+		t.Fatalf("got %v", c.msg)
+	}
+	if c := w.next(); c.msg.Type != codec.ControlType_CTRL_GET_STATUS {
+		t.Fatalf("after an unanswered SET_TASK: %v", c.msg)
+	}
+	w.pulse(codec.PulseType_PULSE_FETCH_ME, id)
+	w.next() // FETCH
+	if got, want := e.hear(), fmt.Sprintf("%d:%d:done", id, sched.Complete); got != want {
+		t.Fatalf("client heard %q, want %q", got, want)
 	}
 }

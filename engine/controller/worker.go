@@ -216,6 +216,8 @@ func (w *worker) push(id uint64, payload []byte) {
 		err = nil // the spec gives it to FETCH; it means the same here: could not do it
 	}
 	switch {
+	case errors.Is(err, errNoAnswer):
+		w.settle(id, err)
 	case err != nil:
 		w.end("SET_TASK: " + err.Error())
 	case resp.Error == codec.WorkerError_WORKER_ERR_OK:
@@ -228,6 +230,22 @@ func (w *worker) push(id uint64, payload []byte) {
 		w.refuse()
 	default:
 		w.end("SET_TASK answered " + resp.Error.String())
+	}
+}
+
+// settle resolves a SET_TASK that went out and was not answered: did the
+// worker take the task? GET_STATUS says. If it did, it keeps it; if not,
+// the task goes back first in line, for another worker; if it does not
+// answer that either, it is gone.
+func (w *worker) settle(id uint64, setErr error) {
+	st, _, err := w.exchange(codec.ControlType_CTRL_GET_STATUS, 0, nil)
+	switch {
+	case err != nil:
+		w.end(fmt.Sprintf("SET_TASK: %v; GET_STATUS: %v", setErr, err))
+	case st.TaskId == id:
+	default:
+		w.sw.Requeue(id, sched.RequeueReq{Front: true})
+		w.refuse()
 	}
 }
 
@@ -273,8 +291,13 @@ func (w *worker) refuse() {
 	w.mu.Unlock()
 }
 
-// errFrame is a worker's answer that is not a WorkerResponse frame.
-var errFrame = errors.New("answer is not a WorkerResponse frame")
+var (
+	// errFrame is a worker's answer that is not a WorkerResponse frame.
+	errFrame = errors.New("answer is not a WorkerResponse frame")
+	// errNoAnswer: the message went out and no answer came back, so the
+	// worker may or may not have acted on it.
+	errNoAnswer = errors.New("no answer")
+)
 
 // maxResponse bounds a WorkerResponse's frame: three varints.
 const maxResponse = 1 << 10
@@ -310,7 +333,7 @@ func (w *worker) exchange(typ codec.ControlType, taskID uint64, extra []byte) (*
 
 	var size [codec.LenSize]byte
 	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w: %v", errNoAnswer, err)
 	}
 	n := binary.LittleEndian.Uint64(size[:])
 	if n > maxResponse {
