@@ -86,9 +86,13 @@
 //     SCHED_LATER -> Worker.Requeue with Delay and Step; REMOVE_JOB ->
 //     Sched.Remove; DROP_FUNC -> Sched.Purge; STATUS -> FuncsChunked; DUMP
 //     -> JobViewsChunked.
-//   - Worker-Controller (not built yet): the controller pushes, so its
-//     frontend will treat a free worker as permanently "sleeping": Wake
-//     means "grab and push now".
+//   - Worker-Controller: REGISTER -> NewWorker and CanDo; every pulse ->
+//     Worker.ExpectWithin(next_pulse), whose lapse (Expirer) removes the
+//     worker; a pulse's task_id is checked against Worker.Holding. The
+//     controller pushes: a free worker sleeps (Sleep), and Wake means
+//     "grab and push now". BUSY -> Requeue with Front; TASK_FAILED ->
+//     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
+//     or a dead socket -> Close.
 //   - dwork (not built yet): Create -> Submit; Steal -> Grab without
 //     sleeping; completion -> Update(Complete); Lookup -> Find.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
