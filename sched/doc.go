@@ -48,6 +48,12 @@
 //     joins it, or with SubmitReq.Replace replaces it; Find and Remove
 //     reach a job by that name, Purge a whole function, and JobViewsChunked
 //     shows every job with its payload, due time and counter.
+//   - Dependencies: a job submitted with SubmitReq.After waits, blocked,
+//     until every job it names has ended (a name with no live job has). A
+//     predecessor keeps its successors' ids; ending it releases each under
+//     that successor's shard lock alone, in O(1), so predecessors may live
+//     in any shard and no two shard locks are ever held together (deps.go).
+//     Edges are in the stored records: Replay rebuilds the graph.
 //   - A job with no listener is background: it runs whoever leaves. A
 //     background submit that coalesces with a foreground job makes it
 //     background too, since that submitter was told it exists.
@@ -93,8 +99,9 @@
 //     "grab and push now". BUSY -> Requeue with Front; TASK_FAILED ->
 //     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
 //     or a dead socket -> Close.
-//   - dwork (not built yet): Create -> Submit; Steal -> Grab without
-//     sleeping; completion -> Update(Complete); Lookup -> Find.
+//   - dwork (not built yet): Create -> Submit with After (its
+//     predecessors), and again on an existing name to add some; Steal ->
+//     Grab without sleeping; completion -> Update(Complete); Lookup -> Find.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
 //     JOB header's timeout is SubmitReq.Timeout; results -> Update.
 package sched

@@ -21,6 +21,7 @@ const (
 	stateQueued  jobState = iota // in its function's priority list
 	stateDelayed                 // in the shard's wheel until due
 	stateRunning                 // held by a worker
+	stateBlocked                 // waiting for its predecessors to end (SubmitReq.After)
 	stateDone                    // removed from the shard
 )
 
@@ -65,6 +66,11 @@ type jobExt struct {
 	timeout   time.Duration // each attempt's run timeout; 0 = the ability's
 	counter   int64         // SubmitReq.Counter plus every RequeueReq.Step
 	prevStart int64         // started of the attempt before the latest, see Attempt
+
+	// Dependencies, see deps.go.
+	blocked int32    // predecessors not ended yet (+1 while edges are made)
+	succ    []uint64 // the jobs waiting for this one
+	after   []Key    // every predecessor it was submitted with, for its record
 }
 
 // A job and a small payload share one allocation, so a typical queued job

@@ -20,14 +20,31 @@ func (s *Sched) Replay() (int, error) {
 		return 0, nil
 	}
 	n := 0
+	var waiting []pending
 	err := s.store.Load(func(r *Record) error {
 		if err := s.restore(r); err != nil {
 			return fmt.Errorf("job %d of %q: %w", r.ID, r.Func, err)
 		}
+		if len(r.After) > 0 {
+			waiting = append(waiting, pending{r.ID, append([]Key(nil), r.After...)})
+		}
 		n++
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return n, err
+	}
+	// The graph once every job is back: a predecessor not stored has ended.
+	for _, p := range waiting {
+		s.link(s.shardOf(p.id), p.id, p.after)
+	}
+	return n, nil
+}
+
+// pending is a restored job whose predecessors are still to be linked.
+type pending struct {
+	id    uint64
+	after []Key
 }
 
 // restore puts a stored job back under its id: waiting in its queue, or in
@@ -47,7 +64,7 @@ func (s *Sched) restore(r *Record) error {
 	}
 	j := buildJob(&SubmitReq{Unique: []byte(r.Unique), Payload: r.Payload, Reducer: []byte(r.Reducer),
 		Priority: r.Priority, Background: true, CoalesceOnPayload: r.CoalesceOnPayload,
-		When: r.When, Timeout: r.Timeout, Counter: r.Counter, RetryForever: r.RetryForever})
+		When: r.When, Timeout: r.Timeout, Counter: r.Counter, RetryForever: r.RetryForever, After: r.After})
 	j.id = r.ID
 	seq := r.ID >> s.shardBits
 	for {
@@ -72,6 +89,10 @@ func (s *Sched) restore(r *Record) error {
 		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(seq, j)
-	s.place(sh, j, &wake) // no worker is connected yet: nobody to wake
+	if len(r.After) > 0 {
+		sh.block(j) // linked once every job is back, see Replay
+	} else {
+		s.place(sh, j, &wake) // no worker is connected yet: nobody to wake
+	}
 	return nil
 }

@@ -308,6 +308,11 @@ type SubmitReq struct {
 	// promises never to touch that memory again. Frontends set it for large
 	// payloads they read into a buffer of their own.
 	OwnPayload bool
+	// After names the jobs this one waits for: it runs once each has
+	// ended (completed, failed, cancelled or removed). A name with no live
+	// job has ended already. A submit that joins a live job that is not
+	// running adds After to what it waits for.
+	After []Key
 }
 
 // Submit queues a job, or joins an existing one with the same function and
@@ -360,13 +365,20 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
-	s.place(sh, j, &wake)
+	if len(r.After) > 0 {
+		sh.block(j)
+	} else {
+		s.place(sh, j, &wake)
+	}
 	var wait chan error
 	if rec != nil {
 		wait = s.put(j.id, rec, r)
 	}
 	sh.mu.Unlock()
 	s.wakeAll(sh, f, &wake, r.Origin)
+	if len(r.After) > 0 {
+		s.link(sh, j.id, r.After)
+	}
 	return j.id, s.await(j.id, wait)
 }
 
@@ -447,6 +459,8 @@ func (sh *shard) unplace(j *Job) {
 	case stateDelayed:
 		j.stopClock(&sh.wheel)
 		j.fn.delayed--
+	case stateBlocked:
+		j.fn.blocked--
 	}
 }
 
@@ -454,11 +468,15 @@ func (sh *shard) unplace(j *Job) {
 // sh.mu held; returns with it released.
 func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64, error) {
 	var wait chan error
+	relink := len(r.After) > 0 && sh.rewait(existing, r.After)
+	if relink && existing.background && s.durable && !r.Background {
+		s.store.Put(existing.id, s.store.Encode(existing.record(existing.fn.name)), nil) // its new predecessors
+	}
 	if r.Background {
 		// This submitter is told the job exists, so it must run even if
 		// every foreground client of it leaves, and survive a restart.
 		if s.durable {
-			if existing.background {
+			if existing.background && !relink {
 				wait = s.flush(existing.id, r) // its record may still be queued
 			} else {
 				wait = s.put(existing.id, s.store.Encode(existing.record(existing.fn.name)), r)
@@ -467,9 +485,15 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 		existing.background = true
 	} else if !c.link(existing) {
 		sh.mu.Unlock()
+		if relink {
+			s.link(sh, existing.id, r.After)
+		}
 		return 0, ErrClosed
 	}
 	sh.mu.Unlock()
+	if relink {
+		s.link(sh, existing.id, r.After)
+	}
 	return existing.id, s.await(existing.id, wait)
 }
 
@@ -482,7 +506,10 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
-	sh.unplace(j)
+	blocked := j.state == stateBlocked
+	if !blocked {
+		sh.unplace(j)
+	}
 	if j.owned && sh.release != nil {
 		sh.release(j.payload)
 	}
@@ -498,7 +525,9 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		x.when, x.timeout, x.counter = y.when, y.timeout, y.counter
 	}
 	var wake wakeList
-	s.place(sh, j, &wake)
+	if !blocked { // else it waits on, and is placed when released
+		s.place(sh, j, &wake)
+	}
 	var wait chan error
 	if j.background && s.durable {
 		if rec == nil { // a foreground replace of a stored job
@@ -521,9 +550,10 @@ func buildJob(r *SubmitReq) *Job {
 	j.background = r.Background
 	j.forever = r.RetryForever
 	j.byPayload = r.CoalesceOnPayload
-	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
+	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 {
 		x := j.more()
 		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
+		x.after = append([]Key(nil), r.After...)
 	}
 	return j
 }
@@ -532,14 +562,7 @@ func (j *Job) record(fn string) *Record {
 	r := &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
 		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload}
 	if x := j.ext; x != nil {
-		r.When, r.Timeout, r.Counter = x.when, x.timeout, x.counter
+		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after
 	}
 	return r
-}
-
-// forgetStored deletes a background job from a durable store.
-func (s *Sched) forgetStored(j *Job) {
-	if j.background && s.durable {
-		s.store.Delete(j.id)
-	}
 }

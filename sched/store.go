@@ -15,7 +15,8 @@ type Record struct {
 	Timeout           time.Duration
 	Counter           int64
 	RetryForever      bool
-	CoalesceOnPayload bool // the payload is the coalescing key, see SubmitReq
+	CoalesceOnPayload bool  // the payload is the coalescing key, see SubmitReq
+	After             []Key // what it waits for, see SubmitReq; at replay, names with no job have ended
 }
 
 // Store persists the jobs that must survive a restart: the background

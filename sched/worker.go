@@ -400,7 +400,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		f := j.fn
 		sh.mu.Unlock()
 		if ended {
-			w.s.forgetStored(j)
+			w.s.ended(j)
 		}
 		w.s.wakeAll(sh, f, &wake, u.Origin)
 		return nil
@@ -424,7 +424,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	clear(ls)
 	w.scratch = ls[:0]
 	if u.Kind.Terminal() {
-		w.s.forgetStored(j)
+		w.s.ended(j)
 	}
 	return nil
 }
@@ -632,7 +632,7 @@ func (w *Worker) Requeue(id uint64, r RequeueReq) error {
 	f := j.fn
 	sh.mu.Unlock()
 	if ended {
-		w.s.forgetStored(j)
+		w.s.ended(j)
 	}
 	w.s.wakeAll(sh, f, &wake, nil)
 	return nil
@@ -706,7 +706,7 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 		notifyAll(failed, j.id, &Update{Kind: Fail})
 	}
 	if done {
-		s.forgetStored(j)
+		s.ended(j)
 	}
 	s.wakeAll(sh, f, &wake, nil)
 }
