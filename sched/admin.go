@@ -271,7 +271,8 @@ type JobView struct {
 	Priority   Priority
 	Background bool
 	Running    bool
-	Blocked    bool // waiting for its predecessors
+	Blocked    bool   // waiting for its predecessors
+	Worker     string // the name of the worker running it, if any
 	Retries    uint32
 	Clients    int
 	// As in Attempt: the due time, the attempts' run timeout, the counter;
@@ -288,6 +289,9 @@ func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
 	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
 		Priority: j.prio, Background: j.background, Running: j.state == stateRunning, Blocked: j.state == stateBlocked,
 		Retries: j.retries, Clients: int(j.nlisteners), Started: s.wallOf(j.started)}
+	if j.worker != nil {
+		v.Worker = j.worker.Name()
+	}
 	if x := j.ext; x != nil {
 		v.When, v.Timeout, v.Counter = x.when, x.timeout, x.counter
 	}

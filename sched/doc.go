@@ -54,6 +54,10 @@
 //     that successor's shard lock alone, in O(1), so predecessors may live
 //     in any shard and no two shard locks are ever held together (deps.go).
 //     Edges are in the stored records: Replay rebuilds the graph.
+//   - A job submitted with Remember leaves a note when it ends (id, time,
+//     the name of the worker that ran it: Worker.SetName), kept for
+//     Config.EndedRetention and bounded by Config.EndedMax: EndedJob reads
+//     it, and a later submit of the name gets ErrEnded (ended.go).
 //   - A job with no listener is background: it runs whoever leaves. A
 //     background submit that coalesces with a foreground job makes it
 //     background too, since that submitter was told it exists.
@@ -100,8 +104,10 @@
 //     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
 //     or a dead socket -> Close.
 //   - dwork (not built yet): Create -> Submit with After (its
-//     predecessors), and again on an existing name to add some; Steal ->
-//     Grab without sleeping; completion -> Update(Complete); Lookup -> Find.
+//     predecessors) and Remember, and again on an existing name to add
+//     some; a worker per location (SetName); Steal -> Grab without
+//     sleeping; completion -> Update(Complete); Lookup -> Find, else
+//     EndedJob; Exit -> Requeue with Front for what the location holds.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
 //     JOB header's timeout is SubmitReq.Timeout; results -> Update.
 package sched

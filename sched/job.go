@@ -41,6 +41,7 @@ type Job struct {
 	owned      bool     // payload is the frontend's buffer, see Config.Release
 	background bool     // runs with no listener (a background submit made or joined it)
 	forever    bool     // SubmitReq.RetryForever
+	remember   bool     // SubmitReq.Remember, until its note is made
 	state      jobState // mutable, as are the fields after it: shard lock
 
 	// Mutable state, guarded by the job's shard lock, packed so that a Job

@@ -15,6 +15,9 @@ var (
 	ErrNoFunction   = errors.New("sched: function not found")
 	ErrFunctionBusy = errors.New("sched: function has workers or jobs")
 	ErrClosed       = errors.New("sched: client closed")
+	// ErrEnded: a submit with Remember named a job that has ended (see
+	// EndedJob); Submit returns that job's id with it.
+	ErrEnded = errors.New("sched: job has ended")
 )
 
 // Config tunes a scheduler. The zero value is usable.
@@ -46,6 +49,12 @@ type Config struct {
 	// to it, so the frontend can reuse the buffer. It runs under a shard
 	// lock and must be quick.
 	Release func(payload []byte)
+	// EndedRetention is how long the note of a job submitted with
+	// SubmitReq.Remember is kept once it ends; 0 = DefaultEndedRetention.
+	// EndedMax bounds the notes kept (0 = DefaultEndedMax); past it the
+	// oldest go first.
+	EndedRetention time.Duration
+	EndedMax       int
 }
 
 // DefaultShards is the number of shards unless Config.Shards says
@@ -73,6 +82,8 @@ type Sched struct {
 	done      sync.WaitGroup
 	workerSeq uint64
 	funcSeq   atomic.Uint64
+	endedKeep time.Duration // Config.EndedRetention
+	endedMax  int           // notes per shard, see Config.EndedMax
 }
 
 type shard struct {
@@ -88,6 +99,7 @@ type shard struct {
 	idle    funcList               // functions with nothing in them, oldest first
 	peak    int                    // most functions held since funcs was last rebuilt
 	keyed   map[*function]struct{} // functions whose unique index is not empty
+	ended   endedNotes             // jobs submitted with Remember that ended, see ended.go
 	_       [64]byte               // keep neighbouring shard locks off one cache line
 }
 
@@ -123,6 +135,14 @@ func New(cfg Config) *Sched {
 	if s.tick == 0 {
 		s.tick = 10 * time.Millisecond
 	}
+	s.endedKeep, s.endedMax = cfg.EndedRetention, cfg.EndedMax
+	if s.endedKeep <= 0 {
+		s.endedKeep = DefaultEndedRetention
+	}
+	if s.endedMax <= 0 {
+		s.endedMax = DefaultEndedMax
+	}
+	s.endedMax = max(1, s.endedMax/len(s.shards))
 	for i := range s.shards {
 		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release, s: s}
 		s.shards[i].wheel.count = s.timers
@@ -239,6 +259,7 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 
 // forget removes a finished job from the shard's indexes. Caller holds sh.mu.
 func (sh *shard) forget(j *Job) {
+	sh.note(j)
 	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	if k := j.key(); k != "" && j.fn.uniqueJob(k) == j {
 		sh.forgetUnique(j.fn, k)
@@ -308,6 +329,9 @@ type SubmitReq struct {
 	// promises never to touch that memory again. Frontends set it for large
 	// payloads they read into a buffer of their own.
 	OwnPayload bool
+	// Remember keeps a note of the job once it ends (see EndedJob): a later
+	// submit of its name gets ErrEnded instead of running it again.
+	Remember bool
 	// After names the jobs this one waits for: it runs once each has
 	// ended (completed, failed, cancelled or removed). A name with no live
 	// job has ended already. A submit that joins a live job that is not
@@ -348,6 +372,15 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 				return s.join(sh, c, existing, r)
 			}
 			// Replacing a running job: j takes its key below.
+		}
+	}
+	if r.Remember && key != "" {
+		sh.expire(s.clock.Now())
+		if i, ok := sh.ended.byKey[Key{f.name, key}]; ok {
+			id := sh.ended.fifo[i].note.ID
+			sh.settle(f)
+			sh.mu.Unlock()
+			return id, ErrEnded
 		}
 	}
 	if max := f.maxQueue[r.Priority]; max > 0 && f.total() >= max {
@@ -550,6 +583,7 @@ func buildJob(r *SubmitReq) *Job {
 	j.background = r.Background
 	j.forever = r.RetryForever
 	j.byPayload = r.CoalesceOnPayload
+	j.remember = r.Remember
 	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 {
 		x := j.more()
 		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter

@@ -85,6 +85,8 @@ type Worker struct {
 	deadline timer
 	lapsed   bool
 
+	name atomic.Pointer[string] // SetName
+
 	mu    sync.Mutex // guards the held list and ended; taken after a shard lock
 	held  *Job
 	nheld int
@@ -98,6 +100,17 @@ type Worker struct {
 // NewWorker registers a worker whose sleeps end with a call to waker.Wake.
 func (s *Sched) NewWorker(waker Waker) *Worker {
 	return &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+}
+
+// SetName names the worker (a host, a location) for EndedJob and JobView.
+func (w *Worker) SetName(name string) { w.name.Store(&name) }
+
+// Name is what SetName set, or "".
+func (w *Worker) Name() string {
+	if p := w.name.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // ID numbers workers from 1 in creation order.
@@ -490,6 +503,7 @@ func (w *Worker) forgetEnded(id uint64, last bool) bool {
 
 // finish removes a running job for good. Caller holds sh.mu.
 func (s *Sched) finish(sh *shard, j *Job) {
+	sh.note(j) // while it knows its worker
 	j.stopClock(&sh.wheel)
 	j.release()
 	j.fn.running--
