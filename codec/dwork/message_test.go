@@ -282,11 +282,14 @@ func TestAppendGrowsOnce(t *testing.T) {
 }
 
 // TestRoundTripRandom: random messages of every shape, valid or not,
-// re-decode to themselves and keep their verdict.
+// re-decode to themselves and keep their verdict, and ValidateRequest
+// agrees with wantValid (fuzz_test.go) on each; some of every request type
+// are valid.
 func TestRoundTripRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var m QueryMsg
-	for i := range 2000 {
+	valid := map[QueryMsg_Type]int{}
+	for i := range 5000 {
 		want := randomMsg(r)
 		b := Append(nil, want)
 		if err := Decode(b, &m); err != nil {
@@ -298,7 +301,19 @@ func TestRoundTripRandom(t *testing.T) {
 		if e1, e2 := ValidateRequest(want), ValidateRequest(&m); (e1 == nil) != (e2 == nil) || e1 != nil && e1.Error() != e2.Error() {
 			t.Fatalf("%d: %v: verdict %v, after a round trip %v", i, want, e1, e2)
 		}
+		if e1, ok := ValidateRequest(want), wantValid(want); (e1 == nil) != ok {
+			t.Fatalf("%d: %v: ValidateRequest = %v, wantValid = %v", i, want, e1, ok)
+		}
+		if ValidateRequest(want) == nil {
+			valid[want.GetType()]++
+		}
 	}
+	for _, rt := range []QueryMsg_Type{QueryMsg_Create, QueryMsg_Steal, QueryMsg_Transfer, QueryMsg_Lookup, QueryMsg_Exit} {
+		if valid[rt] == 0 {
+			t.Errorf("no valid %v among the random messages", rt)
+		}
+	}
+	t.Logf("valid requests: %v", valid)
 }
 
 // randomMsg builds a message with each field present or not at random, so

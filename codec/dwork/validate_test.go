@@ -229,6 +229,9 @@ func TestValidateRequest(t *testing.T) {
 		if tc.text != "" && (err == nil || err.Error() != tc.text) {
 			t.Errorf("%s: error text %q, want %q", tc.name, err, tc.text)
 		}
+		if want := wantValid(tc.m); (err == nil) != want {
+			t.Errorf("%s: wantValid = %v, but ValidateRequest = %v", tc.name, want, err)
+		}
 		// A valid request is one the .proto calls initialized.
 		if err == nil {
 			if ierr := proto.CheckInitialized(tc.m); ierr != nil {
