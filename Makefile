@@ -35,14 +35,15 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # proto regenerates codec/controller/controller.pb.go from controller.proto
-# (the go:generate line in codec/controller/doc.go). The .pb.go is committed,
-# so only a change to the .proto needs this. It needs protoc
+# and codec/dwork/dwork.pb.go from dwork.proto (the go:generate lines in each
+# package's doc.go). The .pb.go files are committed, so only a change to a
+# .proto needs this. It needs protoc
 # (apt-get install -y protobuf-compiler; 3.21 made the committed file) and
 # protoc-gen-go at the version the module requires (go install
 # google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12), found on PATH or in
 # $(go env GOPATH)/bin.
 proto:
-	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(GO) generate ./codec/controller
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(GO) generate ./codec/controller ./codec/dwork
 
 # fuzz runs each fuzz target for about a minute on a 2-core machine. The
 # limits are counts, not -fuzztime 60s: go1.26's fuzz coordinator can fail a
@@ -57,6 +58,7 @@ fuzz:
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzAppendJob$$' -fuzztime 450000x
 	$(GO) test ./codec/controller -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 1500000x
 	$(GO) test ./codec/controller -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2000000x
+	$(GO) test ./codec/dwork -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 1500000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
 
