@@ -67,6 +67,7 @@ type jobExt struct {
 	timeout   time.Duration // each attempt's run timeout; 0 = the ability's
 	counter   int64         // SubmitReq.Counter plus every RequeueReq.Step
 	prevStart int64         // started of the attempt before the latest, see Attempt
+	queueWait time.Duration // SubmitReq.QueueTimeout
 
 	// Dependencies, see deps.go.
 	blocked int32    // predecessors not ended yet (+1 while edges are made)

@@ -329,6 +329,10 @@ type SubmitReq struct {
 	// promises never to touch that memory again. Frontends set it for large
 	// payloads they read into a buffer of their own.
 	OwnPayload bool
+	// QueueTimeout bounds each wait of the job in its queue for a worker
+	// (at submit, and again after a worker gives it back): past it the job
+	// ends, and its listeners get a Fail. 0 = no bound.
+	QueueTimeout time.Duration
 	// Remember keeps a note of the job once it ends (see EndedJob): a later
 	// submit of its name gets ErrEnded instead of running it again.
 	Remember bool
@@ -480,6 +484,7 @@ func (s *Sched) placeAt(sh *shard, j *Job, due int64, later bool, wake *wakeList
 	}
 	j.state = stateQueued
 	j.fn.queues[j.prio].pushBack(j)
+	s.queueClock(sh, j)
 	s.collectSleepers(j.fn, wake)
 }
 
@@ -489,6 +494,7 @@ func (sh *shard) unplace(j *Job) {
 	switch j.state {
 	case stateQueued:
 		j.fn.queues[j.prio].remove(j)
+		j.stopClock(&sh.wheel)
 	case stateDelayed:
 		j.stopClock(&sh.wheel)
 		j.fn.delayed--
@@ -584,9 +590,9 @@ func buildJob(r *SubmitReq) *Job {
 	j.forever = r.RetryForever
 	j.byPayload = r.CoalesceOnPayload
 	j.remember = r.Remember
-	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 {
+	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 || r.QueueTimeout > 0 {
 		x := j.more()
-		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
+		x.when, x.timeout, x.counter, x.queueWait = r.When, r.Timeout, r.Counter, r.QueueTimeout
 		x.after = append([]Key(nil), r.After...)
 	}
 	return j

@@ -9,6 +9,7 @@ const (
 	timerDue      timerKind = iota + 1 // a delayed job came due
 	timerTimeout                       // a running job overran its worker's timeout
 	timerDeadline                      // a worker was not heard from in time
+	timerQueued                        // a queued job waited too long for a worker (QueueTimeout)
 )
 
 // timer is intrusive: it lives inside the Job or Worker it times, so arming

@@ -241,6 +241,7 @@ func (w *Worker) GrabAttempt(a *Attempt) *Job {
 			sh.mu.Unlock()
 			continue
 		}
+		j.stopClock(&sh.wheel) // its QueueTimeout, if it has one
 		j.state = stateRunning
 		j.worker = w
 		ab.fn.running++
@@ -669,6 +670,7 @@ func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, front bool, wake
 	case front:
 		j.state = stateQueued
 		j.fn.queues[j.prio].pushFront(j)
+		s.queueClock(sh, j)
 		s.collectSleepers(j.fn, wake)
 	default:
 		s.placeAt(sh, j, 0, false, wake)
