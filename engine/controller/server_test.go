@@ -671,3 +671,53 @@ func TestSetTaskUnansweredButTaken(t *testing.T) {
 		t.Fatalf("client heard %q, want %q", got, want)
 	}
 }
+
+// The task_id check, pulse by pulse: a worker holding a task that reports
+// none is restarted; one that reports the task it finished, while it holds
+// none or while its next one is being pushed, is not.
+func TestTaskIDCheck(t *testing.T) {
+	t.Run("reports none while holding one", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		w := e.worker(runner)
+		e.submit("x")
+		w.pulse(codec.PulseType_PULSE_OK, 0)
+		w.next() // SET_TASK
+		w.pulse(codec.PulseType_PULSE_OK, 0)
+		if c := w.next(); c.msg.Type != codec.ControlType_CTRL_RESTART {
+			t.Fatalf("got %v", c.msg)
+		}
+	})
+	t.Run("reports the finished one during the next push", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		release := make(chan struct{})
+		var first atomic.Uint64
+		w := e.worker(func(c control) (*codec.WorkerResponse, string) {
+			switch {
+			case c.msg.Type == codec.ControlType_CTRL_FETCH:
+				return ok(first.Load()), "r"
+			case first.Load() == 0:
+				first.Store(c.msg.GetTaskId())
+			default:
+				<-release // the second SET_TASK's answer waits for the pulse
+			}
+			return ok(c.msg.GetTaskId()), ""
+		})
+		x := e.submit("x")
+		w.pulse(codec.PulseType_PULSE_OK, 0)
+		w.next()
+		w.pulse(codec.PulseType_PULSE_FETCH_ME, x)
+		w.next() // FETCH
+		e.hear()
+		y := e.submit("y")
+		w.next() // SET_TASK y, unanswered until the pulse is in
+		w.pulse(codec.PulseType_PULSE_OK, x)
+		close(release)
+		// Then it reports y, with a result: the next message is FETCH, not
+		// the RESTART the late pulse would have earned.
+		w.answers(func(c control) (*codec.WorkerResponse, string) { return ok(y), "r" })
+		w.pulse(codec.PulseType_PULSE_FETCH_ME, y)
+		if c := w.next(); c.msg.Type != codec.ControlType_CTRL_FETCH {
+			t.Fatalf("got %v", c.msg)
+		}
+	})
+}

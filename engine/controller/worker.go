@@ -93,7 +93,7 @@ func (w *worker) heard(taskID, nextPulse uint64, fetch bool) {
 	case w.inFlight:
 		w.latePulse, w.lateTask = true, taskID
 	default:
-		w.check(taskID, 0)
+		w.check(taskID, false, 0)
 	}
 	w.booting, w.refused = false, false
 	w.fetch = w.fetch || fetch
@@ -101,18 +101,22 @@ func (w *worker) heard(taskID, nextPulse uint64, fetch bool) {
 	w.nudge()
 }
 
-// check compares the task a pulse reports with the one the worker holds
-// (or, for a pulse sent during an exchange, held before it: also): another
-// gets it a RESTART. Caller holds w.mu.
-func (w *worker) check(taskID, also uint64) {
+// check compares the task a pulse reports with the one the worker holds:
+// another gets it a RESTART. A worker keeps reporting the task it finished
+// until it gets another (moevm's does): that is no disagreement while it
+// holds none. A pulse sent during an exchange (late) may also report what
+// it held before the exchange, or the task it finished before that.
+// Caller holds w.mu.
+func (w *worker) check(taskID uint64, late bool, before uint64) {
 	ours := w.heldTask()
-	// A worker keeps reporting the task it finished until it gets another
-	// (moevm's does): that is no disagreement.
-	if taskID == ours || taskID == also || (ours == 0 && taskID == w.lastTask) {
-		return
+	ok := taskID == ours || (ours == 0 && taskID == w.lastTask)
+	if late {
+		ok = ok || taskID == before || (before == 0 && taskID == w.lastTask)
 	}
-	w.restart = true
-	w.why = fmt.Sprintf("reported task %d, holds %d", taskID, ours)
+	if !ok {
+		w.restart = true
+		w.why = fmt.Sprintf("reported task %d, holds %d", taskID, ours)
+	}
 }
 
 // heldTask is the task the worker holds, 0 for none. Caller holds w.mu.
@@ -137,7 +141,7 @@ func (w *worker) land() {
 	w.inFlight = false
 	if w.latePulse {
 		w.latePulse = false
-		w.check(w.lateTask, w.flightFrom)
+		w.check(w.lateTask, true, w.flightFrom)
 	}
 }
 
