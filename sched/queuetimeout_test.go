@@ -56,7 +56,7 @@ func TestQueueTimeout(t *testing.T) {
 	}
 
 	d := submitQT("d", clk.Wall().Unix()+60) // due in a minute, then 10 s to be taken
-	s.Advance(clk.pass(60 * time.Second)) // due: queued now
+	s.Advance(clk.pass(60 * time.Second))    // due: queued now
 	s.Advance(clk.pass(9999 * time.Millisecond))
 	if len(rec.events()) != 2 {
 		t.Fatalf("d expired before it came due and waited: %v", rec.events())
