@@ -27,7 +27,8 @@
 //     ability's) requeues a job as a retry, and the overrunning worker may
 //     still report: the first result wins, the other attempts' are dropped
 //     (Worker.Update returns nil); a delayed job (SubmitReq.When, or a
-//     Requeue with a Delay) enters its list when due and wakes sleepers.
+//     Requeue with a Delay) enters its list when due and wakes sleepers;
+//     a job that waits in its queue longer than its QueueTimeout ends.
 //     A worker's deadline (Worker.ExpectWithin, moved on every sign of
 //     life) sits in a wheel too: when it passes, the worker's jobs go back
 //     as retries and its Waker, if an Expirer, hears Expired.
@@ -109,5 +110,7 @@
 //     sleeping; completion -> Update(Complete); Lookup -> Find, else
 //     EndedJob; Exit -> Requeue with Front for what the location holds.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
-//     JOB header's timeout is SubmitReq.Timeout; results -> Update.
+//     JOB header's timeout is SubmitReq.Timeout, the wait for a worker
+//     SubmitReq.QueueTimeout; heartbeats -> Worker.ExpectWithin; results ->
+//     Update.
 package sched
