@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,7 +145,7 @@ func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic boo
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--controller-socket", "off"},
 	}
 	if periodic {
-		cfg.Args[len(cfg.Args)-1] = "tcp://127.0.0.1:0"
+		cfg.Args[slices.Index(cfg.Args, "--periodic-listen")+1] = "tcp://127.0.0.1:0"
 		cfg.Listeners = 2
 	}
 	srv, err := harness.Start(ctx, cfg)
