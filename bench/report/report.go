@@ -108,6 +108,11 @@ func Markdown(s *Series) string {
 		"what the machine allows any server. The `periodic-*` scenarios speak Periodic (Lupino's periodic v0.1.7) and run " +
 		"against switchyard alone: gearmand has no Periodic, and the real periodic server cannot be installed here " +
 		"(its Go modules are not on the module proxy and no distribution packages it), so they have no baseline. " +
+		"The `controller*` scenarios speak the Worker–Controller protocol (`shared/specs/controller.md`) and run against " +
+		"switchyard alone too, started with `--controller-socket` in a fresh directory: gearmand has no such protocol. " +
+		"Their workers, many in the load process, each register on the main socket, listen on their own socket beside it " +
+		"and pulse OK every second with next_pulse 2 s; given a task (SET_TASK), a worker answers OK, sends FETCH_ME at once " +
+		"and hands the payload back as the result of the FETCH that follows: three unix connections a job. " +
 		"`bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
 	if len(s.Records) == 0 {
 		b.WriteString("No results yet.\n")
@@ -126,7 +131,11 @@ func Markdown(s *Series) string {
 		"`bg` and `queue-1m`, whose jobs/s is the submit rate. Likewise `periodic-submit` and `periodic-delayed-1m` " +
 		"time submit to SUCCESS and give the submit rate; `periodic-run` times submit to JOB_ASSIGN and counts jobs " +
 		"assigned to workers; `periodic-due` times a job's due time (sched_at) to its JOB_ASSIGN, and its jobs/s is " +
-		"the rate at which jobs fell due. RSS is the server's at the end of the load, " +
+		"the rate at which jobs fell due. `controller` times submit to WORK_COMPLETE of Gearman clients' jobs that 64 " +
+		"controller workers run. `controller-pulses` runs no job: 1,000 workers pulse, and its jobs/s is pulses/s, its " +
+		"latency a pulse's round trip (connect to PulseResponse), and its notes the server's CPU per second (`cpu ms per sec`) " +
+		"and per pulse over the measured time: the cost of keeping every worker's next_pulse as an exact deadline. " +
+		"RSS is the server's at the end of the load, " +
 		"CPU s the server's user+system time during the scenario; `cpu us per job` and `load cpu us per job` " +
 		"in the notes are the server's and the load generator's CPU per job over the part of the run that did the jobs.\n\n")
 

@@ -20,6 +20,9 @@ type Target struct {
 	// PeriodicAddr is the server's Periodic listener, for the Periodic
 	// scenarios ("" otherwise).
 	PeriodicAddr string
+	// ControllerSocket is the server's Worker–Controller main socket, for
+	// the controller scenarios ("" otherwise).
+	ControllerSocket string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
 }
@@ -34,6 +37,10 @@ type Scenario struct {
 	// Periodic runs it against switchyard alone (gearmand has no Periodic),
 	// started with a Periodic listener: Target.PeriodicAddr.
 	Periodic bool
+	// Controller runs it against switchyard alone (gearmand has no
+	// Worker–Controller protocol), started with a main socket in a fresh
+	// directory: Target.ControllerSocket.
+	Controller bool
 	// Durable runs it against the servers' durable queues: switchyard's
 	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
 	// fresh directory.
@@ -67,7 +74,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, bgDurable, queue1MDurable}
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, bgDurable, queue1MDurable}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -1,9 +1,9 @@
 // Command switchyard-bench runs the benchmark scenarios against switchyard
 // and, when it is installed, gearmand, alternating the two per scenario so
-// that every figure has a baseline from the same minute. The Periodic
-// scenarios run against switchyard alone: gearmand has no Periodic. It
-// prints a markdown table and writes a JSON record to the results
-// directory.
+// that every figure has a baseline from the same minute. The Periodic and
+// Worker–Controller scenarios run against switchyard alone: gearmand has
+// neither protocol. It prints a markdown table and writes a JSON record to
+// the results directory.
 //
 //	switchyard-bench [--quick] [--scenarios fg,bg] [--rounds 2] [--fg.duration 30s] ...
 package main
@@ -142,7 +142,7 @@ func run() error {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) || (sc.Periodic && s.config.Name != "switchyard") {
+				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller) && s.config.Name != "switchyard") {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -194,6 +194,24 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
 			Error: cfg.Path + " has no --periodic-listen: it does not serve Periodic"}, nil
 	}
+	var controllerSocket string
+	if s.controllerFlag {
+		// Not in /run: the Gearman scenarios measure TCP. The controller
+		// ones get a fresh directory for the main socket and the workers'.
+		controllerSocket = "off"
+		if sc.Controller {
+			dir, err := controllerDir()
+			if err != nil {
+				return record.Run{}, err
+			}
+			defer os.RemoveAll(dir)
+			controllerSocket = filepath.Join(dir, "main.sock")
+		}
+		cfg.Args = append(slices.Clip(cfg.Args), "--controller-socket", controllerSocket)
+	} else if sc.Controller {
+		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+			Error: cfg.Path + " has no --controller-socket: it does not serve the Worker–Controller protocol"}, nil
+	}
 	if sc.Durable {
 		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
 		if err != nil {
@@ -210,11 +228,25 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	if sc.Periodic {
 		target.PeriodicAddr = srv.Others[0]
 	}
+	if sc.Controller {
+		target.ControllerSocket = controllerSocket
+	}
 	run := sc.Run(ctx, target, p)
 	if err := srv.Stop(); err != nil && run.Error == "" {
 		run.Error = err.Error()
 	}
 	return run, nil
+}
+
+// controllerDir makes a directory for a controller scenario's sockets.
+// Unix socket paths are limited to 107 bytes, and the workers' sockets,
+// <dir>/<id>.sock, are in it: a long $TMPDIR gives way to /tmp.
+func controllerDir() (string, error) {
+	parent := os.TempDir()
+	if len(parent) > 60 {
+		parent = "/tmp"
+	}
+	return os.MkdirTemp(parent, "syb-ctl-")
 }
 
 // durableArgs points a server at a durable queue in dir: switchyard's own
@@ -236,6 +268,8 @@ type serverSpec struct {
 	// periodicFlag: switchyard with --periodic-listen, which runOne
 	// appends to config.Args per scenario.
 	periodicFlag bool
+	// controllerFlag: switchyard with --controller-socket, likewise.
+	controllerFlag bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -246,16 +280,18 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// -q builtin: the scenarios measure the in-memory queue, as gearmand's
 	// builtin; switchyard's default keeps background jobs on disk.
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
-	if hasOption(opts.switchyard, "--controller-socket") {
-		sy = append(sy, "--controller-socket", "off") // not in /run: the bench measures TCP
-	}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
+	// The record shows the Gearman scenarios' command line: the Periodic
+	// ones have tcp://127.0.0.1:0 in place of the first off, the
+	// controller ones a socket in a fresh directory in place of the second.
 	if hasOption(opts.switchyard, "--periodic-listen") {
-		// The record shows the Gearman scenarios' command line; the
-		// Periodic ones have tcp://127.0.0.1:0 in place of off.
 		spec.periodicFlag = true
-		spec.record.Args = append(slices.Clip(sy), "--periodic-listen", "off")
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--periodic-listen", "off")
+	}
+	if hasOption(opts.switchyard, "--controller-socket") {
+		spec.controllerFlag = true
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--controller-socket", "off")
 	}
 	servers := []serverSpec{spec}
 	if opts.gearmand == "" || opts.gearmand == "none" {

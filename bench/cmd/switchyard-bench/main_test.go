@@ -81,8 +81,9 @@ func TestCeilingEndToEnd(t *testing.T) {
 }
 
 // TestPeriodicNeedsTheFlag: against a switchyard without --periodic-listen
-// (here: a binary that is not a server at all) a Periodic scenario is an
-// error row, not a crash, and no gearmand row.
+// or --controller-socket (here: a binary that is not a server at all) a
+// Periodic or a controller scenario is an error row, not a crash, and no
+// gearmand row.
 func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the bench; skipped with -short")
@@ -95,18 +96,20 @@ func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	cmd := exec.Command(bin, "--scenarios", "periodic-submit", "--switchyard", truePath, "--out", "")
+	cmd := exec.Command(bin, "--scenarios", "periodic-submit,controller", "--switchyard", truePath, "--out", "")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(string(out), "| periodic-submit | switchyard |") || !strings.Contains(string(out), "has no --periodic-listen") {
-		t.Errorf("no error row in:\n%s", out)
+	for _, want := range []string{"| periodic-submit | switchyard |", "has no --periodic-listen", "| controller | switchyard |", "has no --controller-socket"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
 	}
 	if strings.Contains(string(out), "| gearmand |") {
-		t.Errorf("gearmand ran a Periodic scenario:\n%s", out)
+		t.Errorf("gearmand ran a Periodic or controller scenario:\n%s", out)
 	}
 }
 
