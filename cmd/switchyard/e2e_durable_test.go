@@ -11,11 +11,60 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// streamWindow bounds the submissions a stream has sent and not yet seen
+// answered: enough to keep the store's group commit busy, few enough that
+// draining what the server took but never acknowledged stays quick.
+const streamWindow = 256
+
+// pipeline sends requests 0 .. max-1 on c, written by req, with at most
+// streamWindow of them unanswered, while reply reads the answer to each in
+// turn. It returns when every answer has been read, or with the first
+// error: the connection died, or reply refused an answer.
+func pipeline(c net.Conn, max int, req func(w *bufio.Writer, i int), reply func(r *bufio.Reader, i int) error) error {
+	window := make(chan struct{}, streamWindow)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		w := bufio.NewWriter(c)
+		for i := 0; i < max; i++ {
+			select {
+			case window <- struct{}{}:
+			default: // the window is full: send what is buffered, then wait
+				if w.Flush() != nil {
+					return
+				}
+				select {
+				case window <- struct{}{}:
+				case <-quit:
+					return
+				}
+			}
+			req(w, i)
+		}
+		w.Flush()
+	}()
+	r := bufio.NewReader(c)
+	for i := 0; i < max; i++ {
+		if err := reply(r, i); err != nil {
+			return err
+		}
+		<-window
+	}
+	return nil
+}
+
+// badAnswer is a stream's answer that was not an acknowledgement: a bug,
+// where a dead connection is what a kill -9 leaves.
+type badAnswer struct{ error }
 
 // streamSubmits pipelines SUBMIT_JOB_BG for uniques prefix0, prefix1, ...
 // (at most max) and reports each acknowledged one on acked, in order, with
@@ -27,26 +76,15 @@ func streamSubmits(addr, fn, prefix string, max int, acked chan<- [2]string) err
 		return err
 	}
 	defer c.Close()
-	go func() {
-		w := bufio.NewWriter(c)
-		for i := 0; i < max; i++ {
-			body := fn + "\x00" + fmt.Sprint(prefix, i) + "\x00payload"
-			var h [12]byte
-			copy(h[:], "\x00REQ")
-			binary.BigEndian.PutUint32(h[4:], pSubmitJobBg)
-			binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
-			w.Write(h[:])
-			w.WriteString(body)
-			if i%64 == 63 {
-				if w.Flush() != nil {
-					return
-				}
-			}
-		}
-		w.Flush()
-	}()
-	r := bufio.NewReader(c)
-	for i := 0; i < max; i++ {
+	return pipeline(c, max, func(w *bufio.Writer, i int) {
+		body := fn + "\x00" + fmt.Sprint(prefix, i) + "\x00payload"
+		var h [12]byte
+		copy(h[:], "\x00REQ")
+		binary.BigEndian.PutUint32(h[4:], pSubmitJobBg)
+		binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
+		w.Write(h[:])
+		w.WriteString(body)
+	}, func(r *bufio.Reader, i int) error {
 		var h [12]byte
 		if _, err := io.ReadFull(r, h[:]); err != nil {
 			return err
@@ -56,11 +94,42 @@ func streamSubmits(addr, fn, prefix string, max int, acked chan<- [2]string) err
 			return err
 		}
 		if typ := binary.BigEndian.Uint32(h[4:]); typ != pJobCreated {
-			return fmt.Errorf("submit %d answered type %d %q", i, typ, body)
+			return badAnswer{fmt.Errorf("submit %d answered type %d %q", i, typ, body)}
 		}
 		acked <- [2]string{fmt.Sprint(prefix, i), string(body)}
+		return nil
+	})
+}
+
+// streamPeriodicSubmits pipelines Periodic SUBMIT_JOBs of jobs named
+// prefix0, prefix1, ... (at most max) and reports each one answered
+// SUCCESS on acked, in order (Periodic gives no handle). It stops when the
+// connection dies; the error is why.
+func streamPeriodicSubmits(addr, fn, prefix string, max int, acked chan<- [2]string) error {
+	defer close(acked)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer c.Close()
+	if _, err := c.Write(perFrame(perReqMagic, []byte{perTypeClient})); err != nil {
+		return err
+	}
+	return pipeline(c, max, func(w *bufio.Writer, i int) {
+		job := perMarshalJob(perJob{Name: fmt.Sprint(prefix, i), Func: fn, Workload: "payload"})
+		w.Write(perFrame(perReqMagic, perRequest(strconv.Itoa(i), perSubmitJob, job)))
+	}, func(r *bufio.Reader, i int) error {
+		payload, err := perReadFrame(r, perResMagic, perReadLimit)
+		if err != nil {
+			return err
+		}
+		rep, err := perParseReply(payload)
+		if err != nil || rep.msgID != strconv.Itoa(i) || string(rep.body) != string([]byte{perSuccess}) {
+			return badAnswer{fmt.Errorf("SUBMIT_JOB %d answered %v (%v)", i, rep, err)}
+		}
+		acked <- [2]string{fmt.Sprint(prefix, i), ""}
+		return nil
+	})
 }
 
 // drain runs every queued job of fn to completion and returns unique ->
@@ -86,6 +155,36 @@ func drain(t *testing.T, addr, fn string) map[string]string {
 		got[a[2]] = a[0]
 		w.send(pWorkComplete, a[0], "done")
 	}
+}
+
+// drainPeriodic runs every queued Periodic job of fn to completion (a
+// worker grabs as many as STATUS counts, pipelined, and WORK_DONEs each)
+// and returns name -> job id, failing on a job handed out twice or on one
+// left afterwards.
+func drainPeriodic(t *testing.T, n perNet, fn string) map[string]string {
+	t.Helper()
+	c := dialPerClient(t, n)
+	m, raw := c.status()
+	if m[fn].processing != 0 {
+		t.Fatalf("STATUS %q right after the start: jobs of %s running", raw, fn)
+	}
+	w := dialPerWorker(t, n, "drainer", fn)
+	jobs := m[fn].jobs
+	for i := range jobs {
+		w.grab(fmt.Sprint("g", i))
+	}
+	got := map[string]string{}
+	for range jobs {
+		a := w.expectAssign(perReplyTimeout)
+		if _, dup := got[a.job.Name]; dup {
+			t.Fatalf("job %s handed out twice", a.job.Name)
+		}
+		got[a.job.Name] = a.handle
+		w.workDone(a.handle)
+	}
+	w.ping()
+	c.waitJobs(fn, 0, 0)
+	return got
 }
 
 // A clean restart keeps every background job under its handle.
@@ -120,44 +219,143 @@ func TestE2EDurableRestart(t *testing.T) {
 	}
 }
 
-// kill -9 in the middle of a stream of submissions, 20 times: every job
-// that was acknowledged runs exactly once afterwards, under its handle;
-// jobs the server took but did not acknowledge may run too.
+// killServer is a server of the kill -9 loop: its Gearman address and,
+// if it has one, its Periodic listener.
+type killServer struct {
+	*serverProc
+	periodic perNet
+}
+
+// killSource is one stream of submissions in killLoop.
+type killSource struct {
+	name string
+	// stream submits jobs named prefix0, prefix1, ... (at most max) and
+	// reports each acknowledged one on acked, with its handle if the
+	// protocol gives one, until the connection dies.
+	stream func(srv *killServer, prefix string, max int, acked chan<- [2]string) error
+	// drain runs every queued job to completion and returns name ->
+	// handle, failing on a job handed out twice.
+	drain func(t *testing.T, srv *killServer) map[string]string
+}
+
+var (
+	gearmanKillSource = killSource{
+		name: "gearman",
+		stream: func(srv *killServer, prefix string, max int, acked chan<- [2]string) error {
+			return streamSubmits(srv.addr, "kill9", prefix, max, acked)
+		},
+		drain: func(t *testing.T, srv *killServer) map[string]string { return drain(t, srv.addr, "kill9") },
+	}
+	periodicKillSource = killSource{
+		name: "periodic",
+		stream: func(srv *killServer, prefix string, max int, acked chan<- [2]string) error {
+			return streamPeriodicSubmits(srv.periodic.addr, "pkill9", prefix, max, acked)
+		},
+		drain: func(t *testing.T, srv *killServer) map[string]string { return drainPeriodic(t, srv.periodic, "pkill9") },
+	}
+)
+
+// killLoop kills the server with SIGKILL in the middle of the sources'
+// streams of submissions, rounds times, each time after more
+// acknowledgements (counted over every source), and restarts it with
+// start: every job that was acknowledged runs exactly once afterwards,
+// under its handle; jobs the server took but did not acknowledge may run
+// too, but no job of an earlier round, which ran then, runs again.
+func killLoop(t *testing.T, rounds int, start func() *killServer, sources ...killSource) {
+	t.Helper()
+	srv := start()
+	for round := range rounds {
+		prefixes := make([]string, len(sources))
+		type ack struct {
+			src       int
+			name, hnd string
+		}
+		acks := make(chan ack, 1024)
+		errs := make([]error, len(sources))
+		var wg sync.WaitGroup
+		for i, src := range sources {
+			prefixes[i] = fmt.Sprintf("%s-r%d-", src.name, round)
+			one := make(chan [2]string, 1024)
+			wg.Add(2)
+			go func() { defer wg.Done(); errs[i] = src.stream(srv, prefixes[i], 20000, one) }()
+			go func() {
+				defer wg.Done()
+				for a := range one {
+					acks <- ack{i, a[0], a[1]}
+				}
+			}()
+		}
+		go func() { wg.Wait(); close(acks) }()
+
+		acked := make([]map[string]string, len(sources))
+		for i := range acked {
+			acked[i] = map[string]string{}
+		}
+		// The kill comes after killAt acknowledgements, and once every
+		// source has had some.
+		total, killed := 0, false
+		killAt := 50 + round*37
+		for a := range acks {
+			acked[a.src][a.name] = a.hnd
+			total++
+			if !killed && total >= killAt && !slices.ContainsFunc(acked, func(m map[string]string) bool { return len(m) == 0 }) {
+				srv.cmd.Process.Signal(syscall.SIGKILL)
+				<-srv.done
+				killed = true
+			}
+		}
+		// acks is closed: every stream has ended, and errs is theirs.
+		for i, err := range errs {
+			if _, bad := err.(badAnswer); bad {
+				t.Fatalf("round %d, %s: %v", round, sources[i].name, err)
+			}
+		}
+		if !killed {
+			t.Fatalf("round %d: the streams ended after %d acknowledgements, before the kill (%v)", round, total, errs)
+		}
+
+		srv = start()
+		for i, src := range sources {
+			got := src.drain(t, srv)
+			for name, h := range acked[i] {
+				if g, ok := got[name]; !ok || (h != "" && g != h) {
+					t.Fatalf("round %d: acknowledged %s job %s (%q) came back as %q, %v", round, src.name, name, h, g, ok)
+				}
+			}
+			for name := range got {
+				if !strings.HasPrefix(name, prefixes[i]) {
+					t.Fatalf("round %d: %s job %s of an earlier round ran again", round, src.name, name)
+				}
+			}
+			t.Logf("round %d, %s: %d acknowledged, %d ran", round, src.name, len(acked[i]), len(got))
+		}
+	}
+}
+
+// kill -9 in the middle of a stream of Gearman background submissions, 20
+// times: see killLoop.
 func TestE2EDurableKill9(t *testing.T) {
 	t.Parallel()
 	if isGearmand(t) {
 		t.Skip("gearmand's builtin queue keeps nothing across a restart")
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	srv := startServerProc(t, "--data-dir", data)
-	for round := 0; round < 20; round++ {
-		prefix := fmt.Sprintf("r%d-", round)
-		acked := make(chan [2]string, 1024)
-		streamErr := make(chan error, 1)
-		go func() { streamErr <- streamSubmits(srv.addr, "kill9", prefix, 20000, acked) }()
-		ack := map[string]string{}
-		killAt := 50 + round*37 // acknowledgements before the kill
-		for a := range acked {
-			ack[a[0]] = a[1]
-			if len(ack) == killAt {
-				srv.cmd.Process.Signal(syscall.SIGKILL)
-				<-srv.done
-			}
-		}
-		if err := <-streamErr; err == nil && len(ack) < killAt {
-			t.Fatalf("round %d: the stream ended after %d acknowledgements", round, len(ack))
-		}
-		srv = startServerProc(t, "--data-dir", data)
-		got := drain(t, srv.addr, "kill9")
-		for u, h := range ack {
-			if got[u] != h {
-				t.Fatalf("round %d: acknowledged job %s (%s) came back as %q", round, u, h, got[u])
-			}
-		}
-		for u := range got {
-			if !strings.HasPrefix(u, prefix) {
-				t.Fatalf("round %d: job %s of an earlier round ran again", round, u)
-			}
-		}
-	}
+	killLoop(t, 20, func() *killServer {
+		return &killServer{serverProc: startServerProc(t, "--data-dir", data)}
+	}, gearmanKillSource)
+}
+
+// The same with Periodic SUBMIT_JOBs (acknowledged by SUCCESS) streamed
+// beside the Gearman ones, into the same store: every job answered SUCCESS
+// is grabbed by a Periodic worker, once, after the restart.
+func TestE2EDurableKill9Periodic(t *testing.T) {
+	t.Parallel()
+	skipPeriodic(t)
+	data := filepath.Join(t.TempDir(), "data")
+	killLoop(t, 20, func() *killServer {
+		srv, others := startServerPorts(t, 2, "--data-dir", data, "--periodic-listen", "tcp://127.0.0.1:0")
+		ks := &killServer{serverProc: srv, periodic: perNet{"tcp", others[0]}}
+		waitPeriodicUp(t, srv, ks.periodic)
+		return ks
+	}, periodicKillSource, gearmanKillSource)
 }
