@@ -87,9 +87,9 @@ func run(args []string) int {
 	}
 	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
 		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload}
+	var st *durable.Store
 	if o.QueueType == "durable" {
-		st, err := openStore(o.DataDir, o.Fsync)
-		if err != nil {
+		if st, err = openStore(o.DataDir, o.Fsync); err != nil {
 			log.Error("cannot open the job store", zap.Error(err))
 			return 1
 		}
@@ -102,6 +102,9 @@ func run(args []string) int {
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	go returnMemory(ctx, s.Len, time.Second)
+	if st != nil {
+		go watchStore(ctx, st, log)
+	}
 
 	stop := make(chan bool, 1) // true: graceful
 	plain, secure := gearmanAddrs(o)
@@ -226,6 +229,18 @@ func openStore(dir, fsync string) (*durable.Store, error) {
 		return nil, err
 	}
 	return durable.Open(abs, mode)
+}
+
+// watchStore logs the job store's failure (a full disk), once: clients
+// learn of it from each refused submit, whoever runs the server from this
+// line.
+func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
+	select {
+	case <-st.Failed():
+		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
+			zap.Error(st.Failure()))
+	case <-ctx.Done():
+	}
 }
 
 // periodicAddrs is where the Periodic frontend listens: the real server's

@@ -205,11 +205,11 @@ func (s *Store) write() {
 // commit writes ops as one batch and calls their dones: with nil once the
 // batch is durable, else with the error that failed the store.
 func (s *Store) commit(ops []op) {
-	err := s.failure()
+	err := s.Failure()
 	if err == nil {
 		if err = s.apply(ops); err != nil {
 			s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
-			err = s.failure() // the first failure: this one, or the one that stopped apply
+			err = s.Failure() // the first failure: this one, or the one that stopped apply
 		}
 	} else {
 		err = &stoppedError{dir: s.dir, cause: err}
@@ -268,7 +268,7 @@ func (s *Store) guard(f func() error) error {
 				}
 				return
 			}
-			ch <- errGaveUp // runtime.Goexit, from Fatalf: s.failure says why
+			ch <- errGaveUp // runtime.Goexit, from Fatalf: s.Failure says why
 		}()
 		err := f()
 		returned = true
@@ -277,13 +277,13 @@ func (s *Store) guard(f func() error) error {
 	select {
 	case err := <-ch:
 		if err == errGaveUp {
-			if ferr := s.failure(); ferr != nil {
+			if ferr := s.Failure(); ferr != nil {
 				return ferr
 			}
 		}
 		return err
 	case <-s.failedCh:
-		return s.failure()
+		return s.Failure()
 	}
 }
 
@@ -297,8 +297,12 @@ func (s *Store) fail(err error) {
 	})
 }
 
-// failure is the error that stopped the store, or nil.
-func (s *Store) failure() error {
+// Failed is closed once a write has failed and the store has stopped
+// taking writes; Failure says why.
+func (s *Store) Failed() <-chan struct{} { return s.failedCh }
+
+// Failure is the error that stopped the store, or nil.
+func (s *Store) Failure() error {
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
@@ -355,7 +359,7 @@ func (s *Store) Close() error {
 	s.wake.Signal()
 	s.mu.Unlock()
 	<-s.stopped
-	if err := s.failure(); err != nil {
+	if err := s.Failure(); err != nil {
 		return err
 	}
 	return s.guard(s.db.Close)
