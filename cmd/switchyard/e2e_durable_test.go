@@ -7,10 +7,13 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // streamWindow bounds the submissions a stream has sent and not yet seen
@@ -358,4 +363,217 @@ func TestE2EDurableKill9Periodic(t *testing.T) {
 		waitPeriodicUp(t, srv, ks.periodic)
 		return ks
 	}, periodicKillSource, gearmanKillSource)
+}
+
+// fullDisk is a way to make the server's disk writes fail.
+type fullDisk struct {
+	name string
+	// dataDir returns the directory for the store, on the disk that
+	// fill fills (or skips the test, saying why).
+	dataDir func(t *testing.T) string
+	// fill makes the running server's writes to dir fail; empty makes
+	// them succeed again.
+	fill, empty func(t *testing.T, srv *serverProc, dir string)
+	errText     string // in the error the store reports
+}
+
+var fullDisks = []fullDisk{
+	{
+		// A real full file system: an 8 MB tmpfs, filled up by a file of
+		// the test's. Needs the right to mount (root, outside a container
+		// that forbids it).
+		name: "tmpfs",
+		dataDir: func(t *testing.T) string {
+			mnt := t.TempDir()
+			if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
+				t.Skipf("cannot mount a tmpfs on %s (%v): this case needs root where mounts are allowed; rlimit-fsize covers the same path", mnt, err)
+			}
+			t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+			return filepath.Join(mnt, "data")
+		},
+		fill: func(t *testing.T, _ *serverProc, dir string) {
+			f, err := os.Create(filepath.Join(filepath.Dir(dir), "filler"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := f.Write(buf); err != nil {
+					if !errors.Is(err, syscall.ENOSPC) {
+						t.Fatalf("filling the tmpfs: %v", err)
+					}
+					return
+				}
+			}
+		},
+		empty: func(t *testing.T, _ *serverProc, dir string) {
+			if err := os.Remove(filepath.Join(filepath.Dir(dir), "filler")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		errText: "no space left on device",
+	},
+	{
+		// The server's RLIMIT_FSIZE set to 0: no file of its grows, and
+		// writes fail with EFBIG (Go ignores SIGXFSZ). Works anywhere.
+		name:    "rlimit-fsize",
+		dataDir: func(t *testing.T) string { return filepath.Join(t.TempDir(), "data") },
+		fill: func(t *testing.T, srv *serverProc, _ string) {
+			setFileSizeLimit(t, srv, 0)
+		},
+		empty: func(t *testing.T, srv *serverProc, _ string) {
+			setFileSizeLimit(t, srv, unix.RLIM_INFINITY)
+		},
+		errText: "file too large",
+	},
+}
+
+// setFileSizeLimit sets the server's soft RLIMIT_FSIZE (bytes), under a
+// hard limit of infinity (root may raise it; it is the default).
+func setFileSizeLimit(t *testing.T, srv *serverProc, limit uint64) {
+	t.Helper()
+	var old unix.Rlimit
+	if err := unix.Prlimit(srv.cmd.Process.Pid, unix.RLIMIT_FSIZE, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Prlimit(srv.cmd.Process.Pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: old.Max}, nil); err != nil {
+		t.Fatalf("RLIMIT_FSIZE %d (hard %d): %v", limit, old.Max, err)
+	}
+}
+
+// A full disk: submits that need it are refused with the protocol's error
+// (Gearman: ERROR QUEUE_ERROR, Periodic: the error's text), nothing
+// refused is acknowledged, and the server goes on serving. The store stays
+// stopped once the disk has room again (Pebble cannot go on after a failed
+// write; see README "Durable queue") until a restart, after which every
+// job acknowledged before is there, and submits are taken again.
+func TestE2EDurableFullDisk(t *testing.T) {
+	t.Parallel()
+	skipPeriodic(t)
+	for _, fd := range fullDisks {
+		t.Run(fd.name, func(t *testing.T) {
+			t.Parallel()
+			data := fd.dataDir(t)
+			start := func() (*serverProc, perNet) {
+				srv, others := startServerPorts(t, 2, "--data-dir", data, "--periodic-listen", "tcp://127.0.0.1:0")
+				pn := perNet{"tcp", others[0]}
+				waitPeriodicUp(t, srv, pn)
+				return srv, pn
+			}
+			srv, pn := start()
+			c := dialGear(t, srv.addr, "client")
+			pc := dialPerClient(t, pn)
+			acked := map[string]string{}
+			for i := range 5 {
+				u := fmt.Sprint("before-", i)
+				acked[u] = c.submit(pSubmitJobBg, "full", u, "x")
+			}
+			packed := []string{"pbefore-0", "pbefore-1"}
+			for _, name := range packed {
+				pc.submit(perJob{Name: name, Func: "pfull", Workload: "x"})
+			}
+
+			fd.fill(t, srv, data)
+			// Submits of 8 KiB until one is refused: a few may still fit
+			// in what the store's files hold already.
+			payload := strings.Repeat("p", 8<<10)
+			var refused packet
+			for i := 0; ; i++ {
+				if i == 1000 {
+					t.Fatalf("1000 submits of 8 KiB acknowledged on a full disk")
+				}
+				u := fmt.Sprint("full-", i)
+				c.send(pSubmitJobBg, "full", u, payload)
+				p := c.recv(10 * time.Second)
+				if p.typ == pJobCreated {
+					acked[u] = string(p.body)
+					continue
+				}
+				refused = p
+				break
+			}
+			wantError := func(what string, p packet, text ...string) {
+				t.Helper()
+				a := p.args()
+				if p.typ != pError || len(a) != 2 || a[0] != "QUEUE_ERROR" {
+					t.Fatalf("%s answered %v, want ERROR QUEUE_ERROR", what, p)
+				}
+				for _, s := range text {
+					if !strings.Contains(a[1], s) {
+						t.Errorf("%s: ERROR %q does not say %q", what, a[1], s)
+					}
+				}
+			}
+			wantError("the submit on a full disk", refused, fd.errText, data)
+			t.Logf("%d submits acknowledged, then %q", len(acked), refused.args()[1])
+			wantPeriodicError := func(what, name string) {
+				t.Helper()
+				r := pc.call(perSubmitJob, perMarshalJob(perJob{Name: name, Func: "pfull", Workload: "x"}))
+				if string(r.body) == string([]byte{perSuccess}) || !strings.Contains(string(r.body), fd.errText) {
+					t.Errorf("%s: SUBMIT_JOB answered %v, want the store's error", what, r)
+				}
+			}
+			wantPeriodicError("Periodic on a full disk", "pfull-0")
+
+			// The server goes on: a foreground job (which needs no disk)
+			// runs, and the next background submit is refused in turn.
+			w := dialGear(t, srv.addr, "worker")
+			w.send(pCanDo, "fg")
+			c.send(pSubmitJob, "fg", "", "in memory")
+			if p := c.recv(10 * time.Second); p.typ != pJobCreated {
+				t.Fatalf("a foreground submit answered %v", p)
+			}
+			a := w.grabJob(10 * time.Second)
+			w.send(pWorkComplete, a[0], "done")
+			c.expect(pWorkComplete, a[0]+"\x00done")
+			c.send(pSubmitJobBg, "full", "after", "x")
+			wantError("the next submit", c.recv(10*time.Second), fd.errText, "restart")
+
+			// Room again: the store stays stopped until a restart.
+			fd.empty(t, srv, data)
+			c.send(pSubmitJobBg, "full", "room", "x")
+			wantError("a submit once the disk has room", c.recv(10*time.Second), fd.errText, "restart")
+			wantPeriodicError("Periodic once the disk has room", "pfull-1")
+			if out := srv.stderr.String(); strings.Contains(out, "panic") {
+				t.Fatalf("the server's log mentions a panic:\n%s", tail(out, 8<<10))
+			}
+			waitUntil(t, e2eWaitTimeout, "the store's failure in the log", func() (bool, string) {
+				out := srv.stderr.String()
+				return regexp.MustCompile(`error\s+the job store takes no more writes.*` + regexp.QuoteMeta(fd.errText)).MatchString(out), out
+			})
+
+			srv.cmd.Process.Signal(syscall.SIGTERM)
+			if code, ok := srv.exited(e2eWaitTimeout); !ok || code != 0 {
+				t.Fatalf("after SIGTERM: exited %v, status %d", ok, code)
+			}
+			srv, pn = start()
+			got := drain(t, srv.addr, "full")
+			for u, h := range acked {
+				if got[u] != h {
+					t.Errorf("acknowledged job %s (%s) came back as %q", u, h, got[u])
+				}
+			}
+			// Refused once the store had stopped, so never written. (The
+			// first refused one may have reached the disk.)
+			for _, u := range []string{"after", "room"} {
+				if h, ok := got[u]; ok {
+					t.Errorf("refused job %s ran, as %s", u, h)
+				}
+			}
+			pgot := drainPeriodic(t, pn, "pfull")
+			for _, name := range packed {
+				if _, ok := pgot[name]; !ok {
+					t.Errorf("acknowledged Periodic job %s lost", name)
+				}
+			}
+			for _, name := range []string{"pfull-0", "pfull-1"} {
+				if _, ok := pgot[name]; ok {
+					t.Errorf("refused Periodic job %s ran", name)
+				}
+			}
+			c = dialGear(t, srv.addr, "client")
+			c.submit(pSubmitJobBg, "full", "restarted", "x")
+		})
+	}
 }
