@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,12 +114,41 @@ func Open(dir string, mode Sync) (*Store, error) {
 func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	s := &Store{dir: dir, sync: mode, stopped: make(chan struct{}), failedCh: make(chan struct{})}
 	s.wake = sync.NewCond(&s.mu)
+	if fs == nil {
+		fs = vfs.Default
+	}
 	opts := &pebble.Options{Logger: logger{s}, FS: fs, EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
-	if err := s.guard(func() (err error) { s.db, err = pebble.Open(dir, opts); return err }); err != nil {
+	// Pebble takes a directory without CURRENT (which names the live
+	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
+	// over what is there: a store that lost its CURRENT would fail one
+	// start and come back empty at the next. A directory that holds a
+	// store's files opens as that store or not at all.
+	found := storeFiles(fs, dir)
+	opts.ErrorIfNotExists = len(found) > 0
+	err := s.guard(func() (err error) { s.db, err = pebble.Open(dir, opts); return err })
+	if errors.Is(err, pebble.ErrDBDoesNotExist) {
+		return nil, fmt.Errorf("durable: open %s: no CURRENT file, yet the directory holds a store's files (%s): restore CURRENT, or move them away to start with an empty queue",
+			dir, strings.Join(found, " "))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
 	go s.write()
 	return s, nil
+}
+
+// storeFiles lists the files of a Pebble database in dir.
+func storeFiles(fs vfs.FS, dir string) []string {
+	names, _ := fs.List(dir) // none if dir does not exist yet
+	var out []string
+	for _, n := range names {
+		if n == "CURRENT" || strings.HasPrefix(n, "MANIFEST-") || strings.HasPrefix(n, "OPTIONS-") ||
+			strings.HasPrefix(n, "marker.") || strings.HasSuffix(n, ".log") || strings.HasSuffix(n, ".sst") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Dir is the store's directory.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 
@@ -107,23 +109,106 @@ func TestClosedStore(t *testing.T) {
 	}
 }
 
-// A damaged store stops the start with an error naming it.
+// A damaged store fails to open, or to load, with an error naming the
+// directory and what is wrong, at every try: a failed start never turns it
+// into an empty store that the next start would take. Not among these,
+// because Pebble cannot tell them from the torn end a crash leaves and
+// drops what follows without an error: damage in the last write-ahead log,
+// and a live MANIFEST cut short (see README).
 func TestCorruptStore(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir, SyncBatch)
-	for i := uint64(1); i <= 100; i++ {
-		s.Save(&sched.Record{ID: i, Func: "f"})
+	for _, tc := range []struct {
+		name    string
+		flushed bool // the jobs are in an sstable, not only in the log
+		damage  func(t *testing.T, dir string)
+		want    string // in the error, beside the directory
+	}{
+		{"manifest garbage", false, rewrite("MANIFEST-*", func(b []byte) []byte { return []byte("this is not a manifest") }), "MANIFEST-"},
+		{"current lost", true, remove("CURRENT"), "no CURRENT file"},
+		{"current names no manifest", false, rewrite("CURRENT", func([]byte) []byte { return []byte("MANIFEST-999999\n") }), "MANIFEST-999999"},
+		{"sstable truncated", true, rewrite("*.sst", func(b []byte) []byte { return b[:len(b)/2] }), ".sst"},
+		{"sstable damaged", true, rewrite("*.sst", func(b []byte) []byte { b[len(b)/3] ^= 0xff; return b }), "checksum mismatch"},
+		{"sstable lost", true, remove("*.sst"), "file does not exist"},
+		{"record does not decode", false, func(t *testing.T, dir string) {
+			db, err := pebble.Open(dir, &pebble.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var k [keySize]byte
+			putKey(&k, 7)
+			if err := db.Set(k[:], []byte{99, 0, 0}, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+		}, "job 7: record does not decode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, SyncBatch)
+			for i := uint64(1); i <= 100; i++ {
+				s.Put(i, s.Encode(&sched.Record{Func: "f", Payload: []byte("payload")}), nil)
+			}
+			s.Close()
+			if tc.flushed { // a reopen replays the log into an sstable
+				open(t, dir, SyncBatch).Close()
+			}
+			tc.damage(t, dir)
+			files := storeFiles(vfs.Default, dir)
+			opened := false // an open that fails leaves the files as they are
+			for try := 1; try <= 2; try++ {
+				var n int
+				s, err := Open(dir, SyncBatch)
+				if err == nil {
+					opened = true
+					err = s.Load(func(*sched.Record) error { n++; return nil })
+					s.Close()
+				}
+				if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("try %d: %d jobs, %v; want an error naming %s and %q", try, n, err, dir, tc.want)
+				}
+				if try == 1 {
+					t.Log(err)
+				}
+			}
+			if got := storeFiles(vfs.Default, dir); !opened && !slices.Equal(got, files) {
+				t.Errorf("the store's files were %v, are %v after the failed opens", files, got)
+			}
+		})
 	}
-	s.Close()
-	files, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
-	if len(files) == 0 {
-		t.Fatal("no MANIFEST")
+}
+
+// rewrite replaces the content of the store's files matching glob.
+func rewrite(glob string, f func([]byte) []byte) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		t.Helper()
+		names, _ := filepath.Glob(filepath.Join(dir, glob))
+		if len(names) == 0 {
+			t.Fatalf("no %s in %s", glob, dir)
+		}
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err == nil {
+				err = os.WriteFile(n, f(b), 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	for _, f := range files {
-		os.WriteFile(f, []byte("this is not a manifest"), 0o644)
-	}
-	if _, err := Open(dir, SyncBatch); err == nil || !strings.Contains(err.Error(), dir) {
-		t.Fatalf("open of a corrupt store: %v", err)
+}
+
+// remove removes the store's files matching glob.
+func remove(glob string) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		t.Helper()
+		names, _ := filepath.Glob(filepath.Join(dir, glob))
+		if len(names) == 0 {
+			t.Fatalf("no %s in %s", glob, dir)
+		}
+		for _, n := range names {
+			if err := os.Remove(n); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
