@@ -577,3 +577,75 @@ func TestE2EDurableFullDisk(t *testing.T) {
 		})
 	}
 }
+
+// A damaged store stops the start: the server exits 1, before it listens,
+// with an error naming the directory and what is wrong, at every start,
+// and never comes up with an empty queue in its place. The jobs are in an
+// sstable (the store was reopened once), as on a server that has run.
+func TestE2EDurableCorruptStore(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand's builtin queue keeps nothing across a restart")
+	}
+	// damage changes the files of the store in dir matching glob: f
+	// returns the new content, or nil to remove the file.
+	damage := func(glob string, f func([]byte) []byte) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			names, _ := filepath.Glob(filepath.Join(dir, glob))
+			if len(names) == 0 {
+				t.Fatalf("no %s in %s", glob, dir)
+			}
+			for _, n := range names {
+				b, err := os.ReadFile(n)
+				if err == nil {
+					if b = f(b); b == nil {
+						err = os.Remove(n)
+					} else {
+						err = os.WriteFile(n, b, 0o644)
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		want   string // in the error, beside the directory
+	}{
+		{"manifest garbage", damage("MANIFEST-*", func([]byte) []byte { return []byte("not a manifest") }), "malformed manifest"},
+		{"current lost", damage("CURRENT", func([]byte) []byte { return nil }), "no CURRENT file"},
+		{"sstable truncated", damage("*.sst", func(b []byte) []byte { return b[:len(b)/2] }), ".sst"},
+		{"sstable damaged", damage("*.sst", func(b []byte) []byte { b[len(b)/3] ^= 0xff; return b }), "checksum mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			data := filepath.Join(t.TempDir(), "data")
+			srv := startServerProc(t, "--data-dir", data)
+			c := dialGear(t, srv.addr, "client")
+			for i := range 20 {
+				c.submit(pSubmitJobBg, "corrupt", fmt.Sprint("u", i), "x")
+			}
+			srv.stop()
+			startServerProc(t, "--data-dir", data).stop() // the log goes to an sstable
+			tc.damage(t, data)
+			for try := 1; try <= 2; try++ {
+				s := launchServer(t, serverBinary(t), "--data-dir", data)
+				code, ok := s.exited(e2eWaitTimeout)
+				out := s.stderr.String()
+				if !ok || code != 1 || !strings.Contains(out, data) || !strings.Contains(out, tc.want) {
+					t.Fatalf("start %d on the damaged store: exited %v, status %d, output:\n%s\nwant status 1 and an error naming %s and %q",
+						try, ok, code, out, data, tc.want)
+				}
+				if strings.Contains(out, "listening") {
+					t.Fatalf("start %d: the server listened before it failed:\n%s", try, out)
+				}
+				if try == 1 {
+					t.Logf("%s", out)
+				}
+			}
+		})
+	}
+}
