@@ -352,17 +352,25 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 		setExtra(out, "rss_full_mb", megabytes(u.RSS))
 	}
 	if res.finished > 0 && res.err == nil {
+		want := res.finished
 		if t.Restart != nil {
-			// Every job acknowledged must be back: the drain waits for
-			// them all.
 			next, took, err := t.Restart()
 			if err != nil {
 				return errors.Join(append(errs, fmt.Errorf("restart: %w", err))...)
 			}
 			setExtra(out, "restart_s", took.Seconds())
 			t = next
+			// Every job acknowledged must be back; the drain takes
+			// what is, so that a server that lost some does not make
+			// it wait for them until its timeout.
+			if want, err = load.QueuedJobs(ctx, t.Addr, function); err != nil {
+				return errors.Join(append(errs, fmt.Errorf("after the restart: %w", err))...)
+			}
+			if want != res.finished {
+				errs = append(errs, fmt.Errorf("after the kill and restart, %d of the %d jobs acknowledged are queued", want, res.finished))
+			}
 		}
-		done, drainTook, err := drain(ctx, t, p, function, res.finished)
+		done, drainTook, err := drain(ctx, t, p, function, want)
 		setExtra(out, "drain_jobs_per_s", float64(done)/drainTook.Seconds())
 		setExtra(out, "drain_s", drainTook.Seconds())
 		if err != nil {
