@@ -25,6 +25,12 @@ type Target struct {
 	ControllerSocket string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
+	// Restart, set for the durable scenarios, kills the server with
+	// SIGKILL and starts it again on the same data, and returns where it
+	// listens now and how long it took from its start to accepting
+	// connections: the time its stored jobs took to come back. Usage
+	// follows the new server and counts the old one's CPU time too.
+	Restart func() (Target, time.Duration, error)
 }
 
 // Scenario is one named benchmark.

@@ -90,10 +90,10 @@ func run(args []string) int {
 	}
 	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
 		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload}
+	var st *durable.Store
 	switch o.QueueType {
 	case "durable":
-		st, err := openStore(o.DataDir, o.Fsync)
-		if err != nil {
+		if st, err = openStore(o.DataDir, o.Fsync); err != nil {
 			log.Error("cannot open the job store", zap.Error(err))
 			return 1
 		}
@@ -101,7 +101,7 @@ func run(args []string) int {
 		scfg.Store = st
 		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
 	case "libsqlite3":
-		st, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
+		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
 			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
 		if err != nil {
 			log.Error("cannot open the job store", zap.Error(err))
@@ -109,12 +109,12 @@ func run(args []string) int {
 			return 1
 		}
 		defer func() {
-			if err := st.Close(); err != nil {
+			if err := sq.Close(); err != nil {
 				log.Error("job store", zap.Error(err))
 			}
 		}()
-		scfg.Store = st
-		log.Info("job store", zap.String("sqlite", st.Path()), zap.String("table", o.SqliteTable),
+		scfg.Store = sq
+		log.Info("job store", zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
 			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
 	}
 	s := sched.New(scfg)
@@ -122,6 +122,9 @@ func run(args []string) int {
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	go returnMemory(ctx, s.Len, time.Second)
+	if st != nil {
+		go watchStore(ctx, st, log)
+	}
 
 	stop := make(chan bool, 1) // true: graceful
 	plain, secure := gearmanAddrs(o)
@@ -307,6 +310,18 @@ func openStore(dir, fsync string) (*durable.Store, error) {
 		return nil, err
 	}
 	return durable.Open(abs, mode)
+}
+
+// watchStore logs the job store's failure (a full disk), once: clients
+// learn of it from each refused submit, whoever runs the server from this
+// line.
+func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
+	select {
+	case <-st.Failed():
+		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
+			zap.Error(st.Failure()))
+	case <-ctx.Done():
+	}
 }
 
 // periodicAddrs is where the Periodic frontend listens: the real server's

@@ -224,12 +224,25 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	if err != nil {
 		return record.Run{}, err
 	}
-	target := scenario.Target{Addr: srv.Addr, Usage: srv.Usage}
+	// srv changes at a Restart: Usage and the Stop below follow it.
+	target := scenario.Target{Addr: srv.Addr, Usage: func() (harness.Usage, error) { return srv.Usage() }}
 	if sc.Periodic {
 		target.PeriodicAddr = srv.Others[0]
 	}
 	if sc.Controller {
 		target.ControllerSocket = controllerSocket
+	}
+	if sc.Durable {
+		restart := cfg
+		restart.StartTimeout = max(p.Timeout, time.Minute) // a replay of the whole queue comes first
+		target.Restart = func() (scenario.Target, time.Duration, error) {
+			next, took, err := srv.Restart(ctx, restart)
+			if err != nil {
+				return scenario.Target{}, 0, err
+			}
+			srv = next
+			return scenario.Target{Addr: srv.Addr, Usage: target.Usage}, took, nil
+		}
 	}
 	run := sc.Run(ctx, target, p)
 	if err := srv.Stop(); err != nil && run.Error == "" {

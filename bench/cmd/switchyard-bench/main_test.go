@@ -126,3 +126,40 @@ func TestDurableArgs(t *testing.T) {
 		t.Errorf("gearmand: %q, want %q", got, want)
 	}
 }
+
+// TestDurableRestartEndToEnd builds switchyard and the bench and runs
+// queue-1m-durable with a small queue: between the fill and the drain the
+// server is killed and restarted on its data, the row reports how long the
+// restart took, and the drain finds every acknowledged job (a missing one
+// would leave it waiting, and the row would be an error).
+func TestDurableRestartEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench and the server; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
+	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	cmd := exec.Command(bin, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none", "--out", "",
+		"--queue-1m-durable.jobs", "3000", "--queue-1m-durable.clients", "2", "--queue-1m-durable.workers", "2",
+		"--queue-1m-durable.settle", "10ms", "--queue-1m-durable.timeout", "1m")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	row := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "| queue-1m-durable | switchyard |") {
+			row = l
+		}
+	}
+	if row == "" || strings.Contains(row, "error") || !strings.Contains(row, " restart ") || !strings.Contains(row, " drain ") {
+		t.Errorf("no queue-1m-durable row with a restart and a drain, and no error, in:\n%s\n%s", out, stderr.String())
+	}
+	t.Log(row)
+}
