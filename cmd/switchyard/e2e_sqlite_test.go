@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,8 +111,10 @@ func TestE2ESqliteFromGearmand(t *testing.T) {
 	c.submit(pSubmitJobBg, "back", "", "no unique")
 	s.stop()
 	rows := sqliteRows(t, db)
-	if len(rows) != 3 || rows[0] != "b1|back|2|to gearmand|0" || !strings.HasSuffix(rows[1], "|back|1|no unique|0") ||
-		rows[2] != "e1|f|1|an hour from now|"+later {
+	// The job without a unique is under a key switchyard made up.
+	made := slices.IndexFunc(rows, func(r string) bool { return strings.HasSuffix(r, "|back|1|no unique|0") })
+	if len(rows) != 3 || made < 0 || !slices.Contains(rows, "b1|back|2|to gearmand|0") ||
+		!slices.Contains(rows, "e1|f|1|an hour from now|"+later) {
 		t.Fatalf("rows after switchyard: %q", rows)
 	}
 

@@ -71,7 +71,7 @@ func TestDefaults(t *testing.T) {
 		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
 		QueueType: "durable", DataDir: "./switchyard-data", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
-		ShutdownTimeout: 30 * time.Second,
+		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 	}
 	checkOptions(t, o, exp)
 }
@@ -217,6 +217,13 @@ func TestParseArgs(t *testing.T) {
 				o.PeriodicListen = []string{"tcp://127.0.0.1:0", "unix:///run/p.sock", "tcp://:5000"}
 			})},
 		{"--periodic-listen off", []string{"--periodic-listen", "off"}, nil, want(func(o *options) { o.PeriodicListen = []string{} })},
+		{"-q libsqlite3", []string{"-q", "LIBSQLITE3", "--libsqlite3-db=/var/q.db", "--libsqlite3-table", "t", "--store-queue-on-shutdown"}, nil,
+			want(func(o *options) {
+				o.QueueType, o.SqliteDB, o.SqliteTable, o.StoreOnShutdown = "libsqlite3", "/var/q.db", "t", true
+			})},
+		{"controller", []string{"--controller-socket", "/run/c/main.sock", "--controller-func", "a", "--controller-func=b", "--controller-func", "a"}, nil,
+			want(func(o *options) { o.ControllerSocket, o.ControllerFuncs = "/run/c/main.sock", []string{"a", "b"} })},
+		{"controller off", []string{"--controller-socket=off"}, nil, want(func(o *options) { o.ControllerSocket = "off" })},
 		{"--periodic-listen ipv6", []string{"--periodic-listen", "tcp://[::1]:5000"}, nil, want(func(o *options) { o.PeriodicListen = []string{"tcp://[::1]:5000"} })},
 		{"--admin-shutdown", []string{"--admin-shutdown"}, nil, want(func(o *options) { o.AdminShutdown = true })},
 		{"--shutdown-timeout seconds", []string{"--shutdown-timeout", "1"}, nil, want(func(o *options) { o.ShutdownTimeout = time.Second })},
@@ -293,23 +300,23 @@ func TestWarnings(t *testing.T) {
 		{[]string{"-r", ""}, nil},
 		{[]string{"--http-port", "8080"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
 		{[]string{"--http-port=abc"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
-		{[]string{"--libmemcached-servers", "a:1,b:2"}, []string{"ignoring --libmemcached-servers: only the builtin and durable queues are supported"}},
-		{[]string{"--libmemcached-prefix=x"}, []string{"ignoring --libmemcached-prefix: only the builtin and durable queues are supported"}},
-		{[]string{"--libsqlite3-db", "/q.db"}, []string{"ignoring --libsqlite3-db: only the builtin and durable queues are supported"}},
-		{[]string{"--libsqlite3-table=t"}, []string{"ignoring --libsqlite3-table: only the builtin and durable queues are supported"}},
-		{[]string{"--store-queue-on-shutdown"}, []string{"ignoring --store-queue-on-shutdown: only the builtin and durable queues are supported"}},
-		{[]string{"--libpq-conninfo", "host=x"}, []string{"ignoring --libpq-conninfo: only the builtin and durable queues are supported"}},
-		{[]string{"--libpq-table=t"}, []string{"ignoring --libpq-table: only the builtin and durable queues are supported"}},
-		{[]string{"--redis-server", "r"}, []string{"ignoring --redis-server: only the builtin and durable queues are supported"}},
-		{[]string{"--redis-port=abc"}, []string{"ignoring --redis-port: only the builtin and durable queues are supported"}},
-		{[]string{"--redis-password", "secret"}, []string{"ignoring --redis-password: only the builtin and durable queues are supported"}},
-		{[]string{"--redis-prefix=p"}, []string{"ignoring --redis-prefix: only the builtin and durable queues are supported"}},
-		{[]string{"--mysql-host", "h"}, []string{"ignoring --mysql-host: only the builtin and durable queues are supported"}},
-		{[]string{"--mysql-port=3306"}, []string{"ignoring --mysql-port: only the builtin and durable queues are supported"}},
-		{[]string{"--mysql-user", "u"}, []string{"ignoring --mysql-user: only the builtin and durable queues are supported"}},
-		{[]string{"--mysql-password", "secret"}, []string{"ignoring --mysql-password: only the builtin and durable queues are supported"}},
-		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin and durable queues are supported"}},
-		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin and durable queues are supported"}},
+		{[]string{"--libmemcached-servers", "a:1,b:2"}, []string{"ignoring --libmemcached-servers: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--libmemcached-prefix=x"}, []string{"ignoring --libmemcached-prefix: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--libsqlite3-db", "/q.db"}, nil},
+		{[]string{"--libsqlite3-table=t"}, nil},
+		{[]string{"--store-queue-on-shutdown"}, nil},
+		{[]string{"--libpq-conninfo", "host=x"}, []string{"ignoring --libpq-conninfo: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--libpq-table=t"}, []string{"ignoring --libpq-table: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--redis-server", "r"}, []string{"ignoring --redis-server: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--redis-port=abc"}, []string{"ignoring --redis-port: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--redis-password", "secret"}, []string{"ignoring --redis-password: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--redis-prefix=p"}, []string{"ignoring --redis-prefix: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--mysql-host", "h"}, []string{"ignoring --mysql-host: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--mysql-port=3306"}, []string{"ignoring --mysql-port: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--mysql-user", "u"}, []string{"ignoring --mysql-user: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--mysql-password", "secret"}, []string{"ignoring --mysql-password: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin, durable and libsqlite3 queues are supported"}},
+		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--ssl-certificate", "/c.pem", "--ssl-key=/k.pem"}, []string{
 			"ignoring --ssl-certificate: --ssl is not given",
 			"ignoring --ssl-key: --ssl is not given",
@@ -344,6 +351,7 @@ func TestParseArgsErrors(t *testing.T) {
 		env  map[string]string
 		msg  string
 	}{
+		{[]string{"--controller-func", ""}, nil, "the argument ('') for option '--controller-func' is invalid: a function has a name"},
 		// Syntax, with boost's wording.
 		{[]string{"--foo"}, nil, "unrecognised option '--foo'"},
 		{[]string{"--foo=1"}, nil, "unrecognised option '--foo=1'"},
@@ -524,7 +532,7 @@ func TestConfigFile(t *testing.T) {
 		{name: "ignored options warn", file: "--syslog --mysql-host=db\n",
 			warn: []string{
 				"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file",
-				"ignoring --mysql-host: only the builtin and durable queues are supported",
+				"ignoring --mysql-host: only the builtin, durable and libsqlite3 queues are supported",
 			},
 			want: want(nil)},
 		{name: "port=N is not an option", file: "port=4731\n", want: want(nil),
