@@ -57,7 +57,9 @@
 //   - A job submitted with Remember leaves a note when it ends (id, time,
 //     the name of the worker that ran it: Worker.SetName), kept for
 //     Config.EndedRetention and bounded by Config.EndedMax: EndedJob reads
-//     it, and a later submit of the name gets ErrEnded (ended.go).
+//     it, and a later submit of the name gets ErrEnded (ended.go). Remember
+//     is in the job's record, so a replayed job still leaves its note; the
+//     notes themselves live in memory only.
 //   - A job with no listener is background: it runs whoever leaves. A
 //     background submit that coalesces with a foreground job makes it
 //     background too, since that submitter was told it exists.
