@@ -249,6 +249,9 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	if hasOption(opts.switchyard, "--controller-socket") {
 		sy = append(sy, "--controller-socket", "off") // not in /run: the bench measures TCP
 	}
+	if hasOption(opts.switchyard, "--dwork-listen") {
+		sy = append(sy, "--dwork-listen", "off") // not on port 6125: one listener, Gearman's
+	}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
 	if hasOption(opts.switchyard, "--periodic-listen") {
