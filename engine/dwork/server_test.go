@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -575,5 +576,28 @@ func TestOversizeMessageClosesConnection(t *testing.T) {
 	}
 	if n := e.logs.FilterMessage("dwork: connection closed").Len(); n != 5 {
 		t.Fatalf("%d log lines for closed connections, want 5", n)
+	}
+}
+
+// zmq4 passes a peer's ZMTP commands (a libzmq heartbeat's PING) on as
+// messages: they are no requests, and get no reply; the next request is
+// answered as ever.
+func TestCommandsAreNotRequests(t *testing.T) {
+	e := start(t, Config{}, sched.Config{})
+	raw := dialZMTP(t, e.addr)
+	req, _ := proto.Marshal(stealReq("h"))
+	var msg []byte
+	msg = append(msg, command("PING", []byte{0, 10, 'c', 't', 'x'})...)
+	msg = append(msg, shortFrame(zmtpMore, 0)...) // a DEALER speaking as a REQ: the delimiter,
+	msg = append(msg, shortFrame(0, len(req))...) // then the request
+	msg = append(msg, req...)
+	if _, err := raw.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	raw.SetReadDeadline(time.Now().Add(replyTimeout))
+	want := append(append(shortFrame(zmtpMore, 0), shortFrame(0, 2)...), 0x08, byte(codec.QueryMsg_NotFound))
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(raw, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %x, %v; want the delimiter and NotFound, %x", got, err, want)
 	}
 }
