@@ -105,11 +105,13 @@
 //     "grab and push now". BUSY -> Requeue with Front; TASK_FAILED ->
 //     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
 //     or a dead socket -> Close.
-//   - dwork (not built yet): Create -> Submit with After (its
-//     predecessors) and Remember, and again on an existing name to add
-//     some; a worker per location (SetName); Steal -> Grab without
-//     sleeping; completion -> Update(Complete); Lookup -> Find, else
-//     EndedJob; Exit -> Requeue with Front for what the location holds.
+//   - dwork: Create -> Submit with Background, Unique = Payload = the
+//     task's name, After (its predecessors), Remember and Stored, and again
+//     on an existing name to add some; a worker per location (SetName);
+//     Steal -> Grab, never Sleep; completion -> Find, whose JobView.Worker
+//     names the location holding it, then that worker's Update(Complete);
+//     Lookup -> Find (running), else EndedJob; Exit -> Holding and Requeue
+//     with Front, then Close.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
 //     JOB header's timeout is SubmitReq.Timeout; results -> Update.
 package sched
