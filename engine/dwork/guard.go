@@ -280,20 +280,24 @@ func (l *guardListener) acceptLoop(r net.Listener) {
 	}
 }
 
-// greet waits for the peer's first byte, then hands the connection to
+// greet waits for the peer's first bytes, then hands the connection to
 // zmq4: a peer that never speaks never reaches zmq4's accept loop, which
-// would wait on it with every later connection behind.
+// would wait on it with every later connection behind. What it read is
+// zmq4's first read.
 func (l *guardListener) greet(c *guardConn) {
-	n, err := c.Conn.Read(c.first[:])
-	if n == 1 {
-		err = c.scan.feed(c.first[:], &l.cfg)
+	c.rbuf = make([]byte, readBuf)
+	n, err := c.Conn.Read(c.rbuf)
+	c.rend = n
+	if n > 0 && c.rbuf[0] != 0xff {
+		err = guardError("not a ZMTP greeting")
+	} else if n > 0 {
+		err = nil // any error comes again with the next read
 	}
 	if err != nil {
 		l.cfg.log.Debug("dwork: connection closed before its handshake", zap.Stringer("peer", c.RemoteAddr()), zap.Error(err))
 		c.Close()
 		return
 	}
-	c.hasFirst = true
 	go c.writeLoop()
 	select {
 	case l.ready <- c:
@@ -309,11 +313,12 @@ type guardConn struct {
 	l     *guardListener
 	timer *time.Timer // the handshake's deadline
 
-	// The read side, zmq4's reading goroutine's only.
-	scan     scanner
-	first    [1]byte // read by greet, given to zmq4 first
-	hasFirst bool
-	shook    atomic.Bool // the handshake is over: zmq4 reads messages
+	// The read side, zmq4's reading goroutine's only. zmq4 reads a frame's
+	// header and its body with a read each: rbuf saves the system calls.
+	scan       scanner
+	rbuf       []byte
+	rpos, rend int
+	shook      atomic.Bool // the handshake is over: zmq4 reads messages
 
 	mu      sync.Mutex
 	wake    sync.Cond
@@ -349,12 +354,23 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		c.shook.Store(true)
 		c.timer.Stop()
 	}
-	if c.hasFirst && len(p) > 0 {
-		c.hasFirst = false
-		p[0] = c.first[0] // scanned by greet
-		return 1, nil
+	var n int
+	var err error
+	switch {
+	case c.rpos < c.rend:
+		n = copy(p, c.rbuf[c.rpos:c.rend])
+		c.rpos += n
+	case len(p) >= len(c.rbuf):
+		n, err = c.Conn.Read(p)
+	default:
+		c.rpos, c.rend = 0, 0
+		c.rend, err = c.Conn.Read(c.rbuf)
+		n = copy(p, c.rbuf[:c.rend])
+		c.rpos = n
+		if c.rend > n {
+			err = nil // comes again with the next read from the socket
+		}
 	}
-	n, err := c.Conn.Read(p)
 	if n > 0 {
 		if serr := c.scan.feed(p[:n], &c.l.cfg); serr != nil {
 			c.l.cfg.log.Warn("dwork: connection closed", zap.Stringer("peer", c.RemoteAddr()), zap.Error(serr))
@@ -388,8 +404,12 @@ func (c *guardConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// spareMax bounds the buffer a connection keeps for its next writes.
-const spareMax = 64 << 10
+// spareMax bounds the buffer a connection keeps for its next writes, and
+// readBuf is its read buffer.
+const (
+	spareMax = 64 << 10
+	readBuf  = 4 << 10
+)
 
 // writeLoop writes what Write queued, until the connection closes.
 func (c *guardConn) writeLoop() {

@@ -67,18 +67,23 @@ func start(t *testing.T, cfg Config, scfg sched.Config) *tenv {
 
 // client is a REQ socket.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	sock zmq4.Socket
 }
 
 func (e *tenv) dial() *client {
 	e.t.Helper()
+	return dialAddr(e.t, e.addr)
+}
+
+func dialAddr(t testing.TB, addr string) *client {
+	t.Helper()
 	sock := zmq4.NewReq(context.Background())
-	if err := sock.Dial("tcp://" + e.addr); err != nil {
-		e.t.Fatal(err)
+	if err := sock.Dial("tcp://" + addr); err != nil {
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() { sock.Close() })
-	return &client{t: e.t, sock: sock}
+	t.Cleanup(func() { sock.Close() })
+	return &client{t: t, sock: sock}
 }
 
 // send sends one message.
@@ -133,7 +138,7 @@ func (c *client) do(m *codec.QueryMsg) *codec.QueryMsg {
 	return decodeReply(c.t, c.raw(b))
 }
 
-func decodeReply(t *testing.T, b []byte) *codec.QueryMsg {
+func decodeReply(t testing.TB, b []byte) *codec.QueryMsg {
 	t.Helper()
 	var r codec.QueryMsg
 	if err := proto.Unmarshal(b, &r); err != nil {
