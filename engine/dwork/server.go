@@ -227,6 +227,9 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // location holds, first in line.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
+	if s.sock == nil {
+		return nil // never started
+	}
 	s.stopOnce.Do(func() {
 		s.closing.Store(true)
 		s.sock.Close()

@@ -606,3 +606,30 @@ func TestCommandsAreNotRequests(t *testing.T) {
 		t.Fatalf("read %x, %v; want the delimiter and NotFound, %x", got, err, want)
 	}
 }
+
+// Drain (shutdown graceful) hands out nothing more but takes completions;
+// Stop gives back what the hosts hold, first in line.
+func TestDrainAndStop(t *testing.T) {
+	e := start(t, Config{}, sched.Config{})
+	c := e.dial()
+	wantType(t, "create", c.do(createReq(task("t1"), task("t2"), task("t3"), task("t4"))), codec.QueryMsg_OK)
+	c.steal(t, "h", 3, "t1", "t2", "t3")
+	e.srv.Drain()
+	c.steal(t, "h", 3)
+	wantType(t, "completion while draining", c.do(doneReq("h", "t2")), codec.QueryMsg_OK)
+	ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
+	defer cancel()
+	if err := e.srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := e.s.NewWorker(nopWaker{})
+	defer w.Close()
+	w.CanDo([]byte(DefaultFunc), 0)
+	var got []string
+	for j := w.Grab(); j != nil; j = w.Grab() {
+		got = append(got, j.Unique())
+	}
+	if want := []string{"t1", "t3", "t4"}; !slices.Equal(got, want) {
+		t.Fatalf("after Stop the queue holds %v, want %v", got, want)
+	}
+}
