@@ -61,6 +61,8 @@ fuzz:
 	$(GO) test ./codec/dwork -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 1500000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
+	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
+	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-* ones against

@@ -58,7 +58,9 @@
 //   - A job submitted with Remember leaves a note when it ends (id, time,
 //     the name of the worker that ran it: Worker.SetName), kept for
 //     Config.EndedRetention and bounded by Config.EndedMax: EndedJob reads
-//     it, and a later submit of the name gets ErrEnded (ended.go).
+//     it, and a later submit of the name gets ErrEnded (ended.go). Remember
+//     is in the job's record, so a replayed job still leaves its note; the
+//     notes themselves live in memory only.
 //   - A job with no listener is background: it runs whoever leaves. A
 //     background submit that coalesces with a foreground job makes it
 //     background too, since that submitter was told it exists.
@@ -104,11 +106,13 @@
 //     "grab and push now". BUSY -> Requeue with Front; TASK_FAILED ->
 //     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
 //     or a dead socket -> Close.
-//   - dwork (not built yet): Create -> Submit with After (its
-//     predecessors) and Remember, and again on an existing name to add
-//     some; a worker per location (SetName); Steal -> Grab without
-//     sleeping; completion -> Update(Complete); Lookup -> Find, else
-//     EndedJob; Exit -> Requeue with Front for what the location holds.
+//   - dwork: Create -> Submit with Background, Unique = Payload = the
+//     task's name, After (its predecessors), Remember and Stored, and again
+//     on an existing name to add some; a worker per location (SetName);
+//     Steal -> Grab, never Sleep; completion -> Find, whose JobView.Worker
+//     names the location holding it, then that worker's Update(Complete);
+//     Lookup -> Find (running), else EndedJob; Exit -> Holding and Requeue
+//     with Front, then Close.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
 //     JOB header's timeout is SubmitReq.Timeout, the wait for a worker
 //     SubmitReq.QueueTimeout; heartbeats -> Worker.ExpectWithin; results ->

@@ -74,3 +74,37 @@ func TestEndedNotesBounded(t *testing.T) {
 		t.Fatal("the 100th newest note is gone")
 	}
 }
+
+// Remember is in a job's record: a job replayed after a restart still
+// leaves its note when it ends, so a late submit of its name is known to be
+// late; one submitted without Remember still leaves none.
+func TestEndedNotesAfterReplay(t *testing.T) {
+	st := newTestStore()
+	s1 := newTest(t, Config{Store: st})
+	c1 := s1.NewClient(&recorder{})
+	for _, u := range []string{"kept", "plain"} {
+		if _, err := c1.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte(u), Background: true, Remember: u == "kept"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := newTest(t, Config{Store: st})
+	if n, err := s2.Replay(); n != 2 || err != nil {
+		t.Fatalf("replay: %d, %v", n, err)
+	}
+	w := s2.NewWorker(&waker{})
+	w.SetName("host-2")
+	w.CanDo([]byte("f"), 0)
+	for range 2 {
+		w.Update(w.Grab().ID(), &Update{Kind: Complete})
+	}
+	if e, ok := s2.EndedJob([]byte("f"), []byte("kept")); !ok || e.Worker != "host-2" {
+		t.Fatalf("note of the replayed job: %+v %v", e, ok)
+	}
+	if _, ok := s2.EndedJob([]byte("f"), []byte("plain")); ok {
+		t.Fatal("a replayed job without Remember left a note")
+	}
+	c2 := s2.NewClient(&recorder{})
+	if _, err := c2.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("kept"), Background: true, Remember: true}); err != ErrEnded {
+		t.Fatalf("late submit after the replay: %v, want ErrEnded", err)
+	}
+}

@@ -64,7 +64,8 @@ func (s *Sched) restore(r *Record) error {
 	}
 	j := buildJob(&SubmitReq{Unique: []byte(r.Unique), Payload: r.Payload, Reducer: []byte(r.Reducer),
 		Priority: r.Priority, Background: true, CoalesceOnPayload: r.CoalesceOnPayload,
-		When: r.When, Timeout: r.Timeout, Counter: r.Counter, RetryForever: r.RetryForever, After: r.After})
+		When: r.When, Timeout: r.Timeout, Counter: r.Counter, RetryForever: r.RetryForever, After: r.After,
+		Remember: r.Remember})
 	j.id = r.ID
 	seq := r.ID >> s.shardBits
 	for {

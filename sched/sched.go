@@ -600,7 +600,7 @@ func buildJob(r *SubmitReq) *Job {
 
 func (j *Job) record(fn string) *Record {
 	r := &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
-		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload}
+		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload, Remember: j.remember}
 	if x := j.ext; x != nil {
 		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after
 	}

@@ -16,6 +16,7 @@ type Record struct {
 	Counter           int64
 	RetryForever      bool
 	CoalesceOnPayload bool  // the payload is the coalescing key, see SubmitReq
+	Remember          bool  // noted when it ends, see SubmitReq.Remember
 	After             []Key // what it waits for, see SubmitReq; at replay, names with no job have ended
 }
 

@@ -158,7 +158,7 @@ func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic boo
 	cfg := harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--periodic-listen", "off"},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--dwork-listen", "off", "--periodic-listen", "off"},
 	}
 	if periodic {
 		cfg.Args[slices.Index(cfg.Args, "--periodic-listen")+1] = "tcp://127.0.0.1:0"

@@ -60,6 +60,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard/engine/dwork"
 	"switchyard/sched/durable"
 	"switchyard/sched/sqlite"
 )
@@ -83,6 +84,9 @@ const (
 	// workers' sockets go beside it.
 	defaultControllerSocket = "/run/switchyard/controller.sock"
 	defaultControllerFunc   = "controller"
+	// defaultDworkListen is the port dwork's hub binds (its ROUTER socket).
+	defaultDworkListen = "tcp://*:6125"
+	defaultDworkFunc   = "dwork"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -131,6 +135,8 @@ type options struct {
 	PeriodicListen    []string      // --periodic-listen (ours, repeatable): tcp://HOST:PORT or unix:///path; nil = defaultPeriodicListen; empty = off
 	ControllerSocket  string        // --controller-socket (ours): the Worker–Controller main socket; "" = defaultControllerSocket; "off"
 	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
+	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkListen; empty = off
+	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -194,9 +200,10 @@ const (
 	gMySQL     = "MySQL"
 	gPeriodic  = "Periodic (switchyard only)"
 	gCtl       = "Worker-Controller (switchyard only)"
+	gDwork     = "dwork (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork}
 
 const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
@@ -361,6 +368,13 @@ var optTable = []*optDef{
 	{long: "controller-func", value: true, multi: true, dflt: defaultControllerFunc, group: gCtl,
 		help: "A function that Worker-Controller workers serve: its jobs, from any protocol, are pushed to them as tasks. Give it again for more.",
 		set:  setControllerFunc},
+
+	{long: "dwork-listen", value: true, multi: true, dflt: defaultDworkListen, group: gDwork,
+		help: "Serve dwork's hub protocol (a ZeroMQ ROUTER socket) on tcp://HOST:PORT; HOST * is every address, PORT * or 0 one the kernel picks. Give it again for more addresses, or 'off' for none.",
+		set:  setDworkListen},
+	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
+		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
+		set:  setDworkFunc},
 }
 
 var (
@@ -519,6 +533,35 @@ func setPeriodicListen(s *parseState, v string) error {
 		}
 	}
 	s.o.PeriodicListen = append(s.o.PeriodicListen, v)
+	return nil
+}
+
+func setDworkListen(s *parseState, v string) error {
+	if v == "off" {
+		if len(s.o.DworkListen) > 0 {
+			return usagef("the argument ('off') for option '--dwork-listen' cannot be combined with addresses")
+		}
+		s.o.DworkListen = []string{}
+		return nil
+	}
+	if s.o.DworkListen != nil && len(s.o.DworkListen) == 0 {
+		return usagef("the argument ('%s') for option '--dwork-listen' cannot be combined with 'off'", v)
+	}
+	if _, err := dwork.ListenAddr(v); err != nil {
+		return usagef("the argument ('%s') for option '--dwork-listen' is invalid: %v", v, err)
+	}
+	if slices.Contains(s.o.DworkListen, v) {
+		return usagef("the argument ('%s') for option '--dwork-listen' is given twice", v)
+	}
+	s.o.DworkListen = append(s.o.DworkListen, v)
+	return nil
+}
+
+func setDworkFunc(s *parseState, v string) error {
+	if v == "" {
+		return usagef("the argument ('') for option '--dwork-func' is invalid: a function has a name")
+	}
+	s.o.DworkFunc = v
 	return nil
 }
 

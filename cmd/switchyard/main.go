@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"switchyard/engine/controller"
+	"switchyard/engine/dwork"
 	"switchyard/engine/gearman"
 	"switchyard/engine/periodic"
 	"switchyard/sched"
@@ -204,6 +206,16 @@ func run(args []string) int {
 		others = append(others, frontend{"controller", csrv})
 		ctlWorkers.Store(csrv)
 	}
+	var dsrv *dwork.Server
+	if addrs := dworkAddrs(o); len(addrs) > 0 {
+		dsrv = dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(o.DworkFunc, defaultDworkFunc)}, s, log)
+		if err := dsrv.Start(); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			stopServers(srv, others, log)
+			return 1
+		}
+		others = append(others, frontend{"dwork", dsrv})
+	}
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
 		return 1
@@ -224,6 +236,9 @@ func run(args []string) int {
 	}
 	if csrv != nil {
 		log.Info("controller listening", zap.String("socket", csrv.Socket()))
+	}
+	if dsrv != nil {
+		log.Info("dwork listening", zap.Stringers("addrs", dsrv.Addrs()), zap.String("func", dsrv.Func()))
 	}
 
 	select {
@@ -331,6 +346,15 @@ func periodicAddrs(o *options) []string {
 		return []string{defaultPeriodicListen}
 	}
 	return o.PeriodicListen
+}
+
+// dworkAddrs is where the dwork frontend listens: the real hub's port
+// unless --dwork-listen says otherwise ("off": nowhere).
+func dworkAddrs(o *options) []string {
+	if o.DworkListen == nil {
+		return []string{defaultDworkListen}
+	}
+	return o.DworkListen
 }
 
 // finishRunningJobs is "shutdown graceful": no new connections and no new

@@ -24,7 +24,8 @@ func putKey(k *[keySize]byte, id uint64) {
 // The value of a job record:
 //
 //	version (1 or 2), priority, flags (bit 0: RetryForever, bit 1:
-//	CoalesceOnPayload),
+//	CoalesceOnPayload, bit 2: Remember; a reader that knows fewer bits
+//	ignores the others),
 //	uvarint-prefixed func, unique, reducer,
 //	varint when (unix s), timeout (ns), counter,
 //	version 2 only: uvarint count of predecessors, then each one's
@@ -56,6 +57,9 @@ func encode(r *sched.Record) []byte {
 	}
 	if r.CoalesceOnPayload {
 		flags |= 2
+	}
+	if r.Remember {
+		flags |= 4
 	}
 	b = append(b, version, byte(r.Priority), flags)
 	for _, s := range []string{r.Func, r.Unique, r.Reducer} {
@@ -95,7 +99,8 @@ func decode(b []byte, r *sched.Record) error {
 		return errRecord
 	}
 	version := b[0]
-	*r = sched.Record{Priority: sched.Priority(b[1]), RetryForever: b[2]&1 != 0, CoalesceOnPayload: b[2]&2 != 0}
+	*r = sched.Record{Priority: sched.Priority(b[1]), RetryForever: b[2]&1 != 0, CoalesceOnPayload: b[2]&2 != 0,
+		Remember: b[2]&4 != 0}
 	b = b[3:]
 	var ok bool
 	for _, dst := range []*string{&r.Func, &r.Unique, &r.Reducer} {

@@ -17,6 +17,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Func: "dash", Unique: "-", CoalesceOnPayload: true, Payload: []byte("key")},
 		{Func: "edge", Unique: "\x00\xff", Counter: 1<<63 - 1, Timeout: 1 << 62, Payload: []byte{0}},
 		{Func: "dag", Unique: "d", After: []sched.Key{{Func: "dag", Unique: "b"}, {Func: "other", Unique: ""}}, Payload: []byte("x")},
+		{Func: "dag", Unique: "r", Remember: true, Payload: []byte("r")},
 	} {
 		got := sched.Record{ID: 99}
 		if err := decode(encode(&r), &got); err != nil {

@@ -293,6 +293,9 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// -q builtin: the scenarios measure the in-memory queue, as gearmand's
 	// builtin; switchyard's default keeps background jobs on disk.
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
+	if hasOption(opts.switchyard, "--dwork-listen") {
+		sy = append(sy, "--dwork-listen", "off") // not on port 6125: one listener, Gearman's
+	}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
 	// The record shows the Gearman scenarios' command line: the Periodic
