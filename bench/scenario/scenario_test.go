@@ -305,7 +305,7 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 	srv, err := harness.Start(ctx, harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--controller-socket", sock},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--controller-socket", sock},
 	})
 	if err != nil {
 		t.Fatal(err)
