@@ -65,8 +65,8 @@ fuzz:
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
-# gearmand (see bench/results/README.md); the periodic-* ones against
-# switchyard alone. BENCHFLAGS=--quick for a short run.
+# gearmand (see bench/results/README.md); the periodic-*, controller* and
+# dwork-* ones against switchyard alone. BENCHFLAGS=--quick for a short run.
 BENCHFLAGS ?=
 bench: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench

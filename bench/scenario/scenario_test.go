@@ -19,7 +19,7 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic, controller []string
+	var gearman, echo, periodic, controller, dworks []string
 	for _, s := range All {
 		switch {
 		case s.Echo:
@@ -28,6 +28,8 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 			periodic = append(periodic, s.Name)
 		case s.Controller:
 			controller = append(controller, s.Name)
+		case s.Dwork:
+			dworks = append(dworks, s.Name)
 		default:
 			gearman = append(gearman, s.Name)
 		}
@@ -43,6 +45,9 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	}
 	if want := []string{"controller", "controller-pulses"}; !reflect.DeepEqual(controller, want) {
 		t.Errorf("controller scenarios %q, want %q", controller, want)
+	}
+	if want := []string{"dwork-wide", "dwork-chain"}; !reflect.DeepEqual(dworks, want) {
+		t.Errorf("dwork scenarios %q, want %q", dworks, want)
 	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
@@ -61,8 +66,14 @@ func TestScenarioParams(t *testing.T) {
 			if s.Quick.Duration > s.Full.Duration || s.Quick.Jobs > s.Full.Jobs || s.Quick.Timeout > s.Full.Timeout {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
-			if (s.Echo && s.Periodic) || (s.Echo && s.Controller) || (s.Periodic && s.Controller) {
-				t.Error("of more than one kind: echo, Periodic, controller")
+			kinds := 0
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork} {
+				if k {
+					kinds++
+				}
+			}
+			if kinds > 1 {
+				t.Error("of more than one kind: echo, Periodic, controller, dwork")
 			}
 		})
 	}
@@ -294,7 +305,7 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 	srv, err := harness.Start(ctx, harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--controller-socket", sock},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--controller-socket", sock},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +348,64 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 	// Every worker said SHUTDOWN: the server holds none.
 	if out := adminWorkers(t, srv.Addr); strings.Contains(out, "unix:") {
 		t.Errorf("controller workers left registered:\n%s", out)
+	}
+	if err := srv.Alive(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDworkAgainstSwitchyard runs the dwork scenarios against a
+// switchyard with a dwork listener, with small DAGs: the harness finds the
+// dwork port beside Gearman's, and the DAGs run whole and in order.
+func TestDworkAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := harness.Start(ctx, harness.Config{
+		Name: "switchyard",
+		Path: bin,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin",
+			"--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "tcp://127.0.0.1:0"},
+		Listeners: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if len(srv.Others) != 1 || srv.Others[0] == srv.Addr {
+		t.Fatalf("Gearman at %s, others %v", srv.Addr, srv.Others)
+	}
+	target := Target{Addr: srv.Addr, DworkAddr: srv.Others[0], Usage: srv.Usage}
+
+	tests := []struct {
+		scenario *Scenario
+		params   Params
+		tasks    int64
+	}{
+		{dworkWide, Params{Jobs: 5000, Workers: 3, Grab: 16, Timeout: time.Minute}, 5002},
+		{dworkChain, Params{Jobs: 300, Timeout: time.Minute}, 300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario.Name, func(t *testing.T) {
+			run := tt.scenario.Run(ctx, target, tt.params)
+			if run.Error != "" {
+				t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+			}
+			if run.Jobs != tt.tasks || run.JobsPerSec <= 0 || run.Latency.Count != int64(run.Extra["steals"]) ||
+				run.Latency.P50 <= 0 || run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 || run.Extra["create_jobs_per_s"] <= 0 {
+				t.Errorf("implausible run: %+v", run)
+			}
+			if tt.scenario == dworkWide && run.Extra["rss_bytes_per_task"] == 0 {
+				t.Errorf("no RSS per task: %v", run.Extra)
+			}
+		})
 	}
 	if err := srv.Alive(); err != nil {
 		t.Error(err)

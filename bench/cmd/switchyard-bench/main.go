@@ -1,9 +1,9 @@
 // Command switchyard-bench runs the benchmark scenarios against switchyard
 // and, when it is installed, gearmand, alternating the two per scenario so
-// that every figure has a baseline from the same minute. The Periodic and
-// Worker–Controller scenarios run against switchyard alone: gearmand has
-// neither protocol. It prints a markdown table and writes a JSON record to
-// the results directory.
+// that every figure has a baseline from the same minute. The Periodic,
+// Worker–Controller and dwork scenarios run against switchyard alone:
+// gearmand has none of those protocols. It prints a markdown table and
+// writes a JSON record to the results directory.
 //
 //	switchyard-bench [--quick] [--scenarios fg,bg] [--rounds 2] [--fg.duration 30s] ...
 package main
@@ -142,7 +142,7 @@ func run() error {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller) && s.config.Name != "switchyard") {
+				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller || sc.Dwork) && s.config.Name != "switchyard") {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -212,6 +212,18 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
 			Error: cfg.Path + " has no --controller-socket: it does not serve the Worker–Controller protocol"}, nil
 	}
+	if s.dworkFlag {
+		// Not on dwork's port 6125: the Gearman scenarios run without
+		// it, the dwork ones on a loopback port the kernel picks.
+		listen := "off"
+		if sc.Dwork {
+			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
+		}
+		cfg.Args = append(slices.Clip(cfg.Args), "--dwork-listen", listen)
+	} else if sc.Dwork {
+		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+			Error: cfg.Path + " has no --dwork-listen: it does not serve dwork"}, nil
+	}
 	if sc.Durable {
 		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
 		if err != nil {
@@ -231,6 +243,9 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	}
 	if sc.Controller {
 		target.ControllerSocket = controllerSocket
+	}
+	if sc.Dwork {
+		target.DworkAddr = srv.Others[0]
 	}
 	if sc.Durable {
 		restart := cfg
@@ -283,6 +298,8 @@ type serverSpec struct {
 	periodicFlag bool
 	// controllerFlag: switchyard with --controller-socket, likewise.
 	controllerFlag bool
+	// dworkFlag: switchyard with --dwork-listen, likewise.
+	dworkFlag bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -293,14 +310,12 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// -q builtin: the scenarios measure the in-memory queue, as gearmand's
 	// builtin; switchyard's default keeps background jobs on disk.
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
-	if hasOption(opts.switchyard, "--dwork-listen") {
-		sy = append(sy, "--dwork-listen", "off") // not on port 6125: one listener, Gearman's
-	}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
 	// The record shows the Gearman scenarios' command line: the Periodic
 	// ones have tcp://127.0.0.1:0 in place of the first off, the
-	// controller ones a socket in a fresh directory in place of the second.
+	// controller ones a socket in a fresh directory in place of the
+	// second, the dwork ones tcp://127.0.0.1:0 in place of the third.
 	if hasOption(opts.switchyard, "--periodic-listen") {
 		spec.periodicFlag = true
 		spec.record.Args = append(slices.Clip(spec.record.Args), "--periodic-listen", "off")
@@ -308,6 +323,10 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	if hasOption(opts.switchyard, "--controller-socket") {
 		spec.controllerFlag = true
 		spec.record.Args = append(slices.Clip(spec.record.Args), "--controller-socket", "off")
+	}
+	if hasOption(opts.switchyard, "--dwork-listen") {
+		spec.dworkFlag = true
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--dwork-listen", "off")
 	}
 	servers := []serverSpec{spec}
 	if opts.gearmand == "" || opts.gearmand == "none" {

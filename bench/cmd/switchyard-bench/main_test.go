@@ -80,10 +80,10 @@ func TestCeilingEndToEnd(t *testing.T) {
 	}
 }
 
-// TestPeriodicNeedsTheFlag: against a switchyard without --periodic-listen
-// or --controller-socket (here: a binary that is not a server at all) a
-// Periodic or a controller scenario is an error row, not a crash, and no
-// gearmand row.
+// TestPeriodicNeedsTheFlag: against a switchyard without --periodic-listen,
+// --controller-socket or --dwork-listen (here: a binary that is not a
+// server at all) a Periodic, controller or dwork scenario is an error row,
+// not a crash, and no gearmand row.
 func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the bench; skipped with -short")
@@ -96,20 +96,21 @@ func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	cmd := exec.Command(bin, "--scenarios", "periodic-submit,controller", "--switchyard", truePath, "--out", "")
+	cmd := exec.Command(bin, "--scenarios", "periodic-submit,controller,dwork-wide", "--switchyard", truePath, "--out", "")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"| periodic-submit | switchyard |", "has no --periodic-listen", "| controller | switchyard |", "has no --controller-socket"} {
+	for _, want := range []string{"| periodic-submit | switchyard |", "has no --periodic-listen", "| controller | switchyard |", "has no --controller-socket",
+		"| dwork-wide | switchyard |", "has no --dwork-listen"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
 	if strings.Contains(string(out), "| gearmand |") {
-		t.Errorf("gearmand ran a Periodic or controller scenario:\n%s", out)
+		t.Errorf("gearmand ran a Periodic, controller or dwork scenario:\n%s", out)
 	}
 }
 
