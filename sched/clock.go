@@ -20,7 +20,7 @@ func (systemClock) Wall() time.Time { return time.Now() }
 // dueTick is the first tick at which a job asked to run at unix time when
 // may run, and false if that time has already come.
 func (s *Sched) dueTick(when int64) (int64, bool) {
-	wall := s.clock.Wall()
+	now, wall := s.readClock()
 	if when < wall.Unix() {
 		return 0, false
 	}
@@ -33,7 +33,19 @@ func (s *Sched) dueTick(when int64) (int64, bool) {
 	if d <= 0 {
 		return 0, false
 	}
-	return s.deadline(s.clock.Now().Add(d)), true
+	return s.deadline(now.Add(d)), true
+}
+
+// readClock reads both clocks. The system clock's are one reading, so a
+// due time lands on its exact tick; another Clock is read wall first, so
+// the time between the two reads can only make a job late, never early.
+func (s *Sched) readClock() (now, wall time.Time) {
+	if _, ok := s.clock.(systemClock); ok {
+		t := time.Now()
+		return t, t
+	}
+	wall = s.clock.Wall()
+	return s.clock.Now(), wall
 }
 
 // maxDelay is the longest wait a due time or a timeout is measured to:

@@ -833,10 +833,11 @@ func TestDelayedJobNeverEarly(t *testing.T) {
 		w := s.NewWorker(k)
 		w.CanDo([]byte("f"), 0)
 		w.Sleep()
-		if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Background: true, When: time.Now().Unix() + 3600}); err != nil {
+		when := time.Now().Unix() + 3600
+		if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Background: true, When: when}); err != nil {
 			t.Fatal(err)
 		}
-		due := time.Unix(time.Now().Unix()+3600, 0)
+		due := time.Unix(when, 0)
 		s.Advance(due.Add(-time.Nanosecond))
 		if k.n.Load() != 0 {
 			t.Fatalf("offset %v: due job woke a worker before its time", offset)
