@@ -72,6 +72,7 @@ func TestDefaults(t *testing.T) {
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
 		QueueType: "durable", DataDir: "./switchyard-data", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
+		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
 	}
 	checkOptions(t, o, exp)
 }
