@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,6 +182,9 @@ func CheckURL(v string) error {
 		u, err := url.Parse(v)
 		if err != nil || u.Port() == "" || u.Path != "" || u.User != nil || u.RawQuery != "" {
 			return errors.New("want tcp://HOST:PORT")
+		}
+		if _, err := strconv.ParseUint(u.Port(), 10, 16); err != nil {
+			return fmt.Errorf("bad port %q", u.Port())
 		}
 		return nil
 	}

@@ -243,6 +243,7 @@ func TestCheckURL(t *testing.T) {
 		{"ipc://relative", false},
 		{"tcp://127.0.0.1", false},
 		{"tcp://127.0.0.1:1/x", false},
+		{"tcp://127.0.0.1:99999", false},
 		{"udp://127.0.0.1:1", false},
 		{"127.0.0.1:12703", false},
 		{"", false},
