@@ -59,6 +59,7 @@ fuzz:
 	$(GO) test ./codec/controller -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 1500000x
 	$(GO) test ./codec/controller -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2000000x
 	$(GO) test ./codec/dwork -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 1500000x
+	$(GO) test ./codec/memodb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2500000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x

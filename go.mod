@@ -5,8 +5,10 @@ go 1.26
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/cockroachdb/pebble v1.1.5
+	github.com/fxamacker/cbor/v2 v2.9.6
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/panjf2000/gnet/v2 v2.10.0
+	go.nanomsg.org/mangos/v3 v3.4.2
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.36.0
 	google.golang.org/protobuf v1.36.12
@@ -15,6 +17,7 @@ require (
 
 require (
 	github.com/DataDog/zstd v1.4.5 // indirect
+	github.com/Microsoft/go-winio v0.5.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.2.0 // indirect
 	github.com/cockroachdb/errors v1.11.3 // indirect
@@ -44,6 +47,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/exp v0.0.0-20250620022241-b7579e27df2b // indirect
 	golang.org/x/sync v0.16.0 // indirect

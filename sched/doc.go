@@ -113,8 +113,14 @@
 //     names the location holding it, then that worker's Update(Complete);
 //     Lookup -> Find (running), else EndedJob; Exit -> Holding and Requeue
 //     with Front, then Close.
-//   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
-//     JOB header's timeout is SubmitReq.Timeout, the wait for a worker
-//     SubmitReq.QueueTimeout; heartbeats -> Worker.ExpectWithin; results ->
-//     Update.
+//   - MemoDB: READY -> NewWorker and CanDo per service; it grabs (GrabAttempt:
+//     the JOB carries the attempt's timeout) or parks like Periodic's
+//     GRAB_JOB: Sleep, and Wake means "grab and reply now". A client's JOB
+//     -> Submit with a Listener, Timeout = the JOB's timeout, QueueTimeout
+//     = --memodb-queue-timeout (its Fail leaves the request unanswered);
+//     every worker message -> Worker.ExpectWithin (a heartbeat while idle,
+//     the job's timeout and a heartbeat while it runs), whose lapse
+//     (Expirer) sends an idle worker HEARTBEAT and forgets one that was
+//     due to answer, its job requeued; RESULT -> Update(Complete); RESULT
+//     with disconnecting, or a lapse -> Close.
 package sched

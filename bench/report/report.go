@@ -119,6 +119,9 @@ func Markdown(s *Series) string {
 		"then hosts (REQ sockets, zmq4's, their writes batched as libzmq does) steal ready tasks and report each batch done " +
 		"in one Transfer until every task is done; the run fails if a task is handed out twice or before its predecessors " +
 		"were reported done. " +
+		"The `memodb` scenario speaks the MemoDB broker protocol (`shared/specs/memodb.md`) over NNG and runs against " +
+		"switchyard alone as well, started with `--memodb-listen` on a loopback port: memodb-broker is gone from bcdb and " +
+		"packaged nowhere. Its clients and workers are mangos REQ sockets in the load process, many contexts on each socket. " +
 		"`bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
 	if len(s.Records) == 0 {
 		b.WriteString("No results yet.\n")
@@ -138,7 +141,8 @@ func Markdown(s *Series) string {
 		"time submit to SUCCESS and give the submit rate; `periodic-run` times submit to JOB_ASSIGN and counts jobs " +
 		"assigned to workers; `periodic-due` times a job's due time (sched_at) to its JOB_ASSIGN, and its jobs/s is " +
 		"the rate at which jobs fell due. `controller` times submit to WORK_COMPLETE of Gearman clients' jobs that 64 " +
-		"controller workers run. `controller-pulses` runs no job: 1,000 workers pulse, and its jobs/s is pulses/s, its " +
+		"controller workers run. `memodb` times JOB to RESULT of MemoDB clients' jobs that 64 MemoDB worker contexts run. " +
+		"`controller-pulses` runs no job: 1,000 workers pulse, and its jobs/s is pulses/s, its " +
 		"latency a pulse's round trip (connect to PulseResponse), and its notes the server's CPU per second (`cpu ms per sec`) " +
 		"and per pulse over the measured time: the cost of keeping every worker's next_pulse as an exact deadline. " +
 		"`dwork-wide` runs a root, 100,000 tasks after it and a sink after them all with 4 hosts stealing up to 64 tasks at a " +

@@ -26,6 +26,9 @@ type Target struct {
 	// DworkAddr is the server's dwork listener (HOST:PORT), for the dwork
 	// scenarios ("" otherwise).
 	DworkAddr string
+	// MemodbURL is the server's MemoDB listener, tcp://HOST:PORT, for the
+	// MemoDB scenario ("" otherwise).
+	MemodbURL string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
 	// Restart, set for the durable scenarios, kills the server with
@@ -53,6 +56,9 @@ type Scenario struct {
 	// Dwork runs it against switchyard alone (gearmand has no dwork hub
 	// protocol), started with a dwork listener: Target.DworkAddr.
 	Dwork bool
+	// Memodb runs it against switchyard alone (gearmand has no MemoDB),
+	// started with a MemoDB listener: Target.MemodbURL.
+	Memodb bool
 	// Durable runs it against the servers' durable queues: switchyard's
 	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
 	// fresh directory.
@@ -86,7 +92,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, bgDurable, queue1MDurable}
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, bgDurable, queue1MDurable}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -19,7 +19,7 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic, controller, dworks []string
+	var gearman, echo, periodic, controller, dworks, memodb []string
 	for _, s := range All {
 		switch {
 		case s.Echo:
@@ -30,6 +30,8 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 			controller = append(controller, s.Name)
 		case s.Dwork:
 			dworks = append(dworks, s.Name)
+		case s.Memodb:
+			memodb = append(memodb, s.Name)
 		default:
 			gearman = append(gearman, s.Name)
 		}
@@ -49,6 +51,9 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"dwork-wide", "dwork-chain"}; !reflect.DeepEqual(dworks, want) {
 		t.Errorf("dwork scenarios %q, want %q", dworks, want)
 	}
+	if want := []string{"memodb"}; !reflect.DeepEqual(memodb, want) {
+		t.Errorf("MemoDB scenarios %q, want %q", memodb, want)
+	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
 	}
@@ -67,13 +72,13 @@ func TestScenarioParams(t *testing.T) {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
 			kinds := 0
-			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork} {
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb} {
 				if k {
 					kinds++
 				}
 			}
 			if kinds > 1 {
-				t.Error("of more than one kind: echo, Periodic, controller, dwork")
+				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB")
 			}
 		})
 	}
@@ -169,7 +174,7 @@ func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic boo
 	cfg := harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--dwork-listen", "off", "--periodic-listen", "off"},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--periodic-listen", "off"},
 	}
 	if periodic {
 		cfg.Args[slices.Index(cfg.Args, "--periodic-listen")+1] = "tcp://127.0.0.1:0"
@@ -305,7 +310,7 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 	srv, err := harness.Start(ctx, harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--controller-socket", sock},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--controller-socket", sock},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +373,7 @@ func TestDworkAgainstSwitchyard(t *testing.T) {
 		Name: "switchyard",
 		Path: bin,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin",
-			"--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "tcp://127.0.0.1:0"},
+			"--periodic-listen", "off", "--controller-socket", "off", "--memodb-listen", "off", "--dwork-listen", "tcp://127.0.0.1:0"},
 		Listeners: 2,
 	})
 	if err != nil {
@@ -435,5 +440,45 @@ func adminWorkers(t *testing.T, addr string) string {
 			return out.String()
 		}
 		out.WriteString(line)
+	}
+}
+
+// TestMemodbAgainstSwitchyard runs the MemoDB scenario against a
+// switchyard with a MemoDB listener for a moment with small counts.
+func TestMemodbAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := harness.Start(ctx, harness.Config{
+		Name:      "switchyard",
+		Path:      bin,
+		Listeners: 2,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off",
+			"--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "tcp://127.0.0.1:0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	target := Target{Addr: srv.Addr, MemodbURL: "tcp://" + srv.Others[0], Usage: srv.Usage}
+	p := Params{Clients: 2, Workers: 8, InFlight: 4, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond}
+	run := memodbRun.Run(ctx, target, p)
+	if run.Error != "" {
+		t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+	}
+	if run.Jobs <= 0 || run.JobsPerSec <= 0 || run.Latency.Count != run.Jobs || run.Latency.P50 <= 0 ||
+		run.Latency.Max < run.Latency.P99 || run.Extra["contexts"] != 16 || run.Extra["cpu_us_per_job"] <= 0 {
+		t.Errorf("implausible run: %+v", run)
+	}
+	// Without a listener the scenario says so.
+	if run := memodbRun.Run(ctx, Target{Addr: srv.Addr, Usage: srv.Usage}, p); run.Error == "" {
+		t.Error("ran without a MemoDB listener")
 	}
 }

@@ -57,7 +57,7 @@ const (
 	e2eProcTimeout = 60 * time.Second
 
 	// e2eInstallCmd is what to run when a client is missing.
-	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler"
+	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils"
 )
 
 var (
@@ -314,7 +314,7 @@ func startBinaryPorts(t *testing.T, bin string, n int, extraArgs ...string) (*se
 }
 
 // launchServer starts bin listening on 127.0.0.1 with -p 0 and extraArgs
-// (and, for switchyard, no Periodic, Worker-Controller or dwork listener
+// (and, for switchyard, no Periodic, Worker-Controller, dwork or MemoDB listener
 // unless extraArgs name one),
 // logging to the returned serverProc's stderr buffer, and stops it when the
 // test ends (printing its output if the test failed).
@@ -352,6 +352,10 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	// Nor dwork, by default on tcp://*:6125.
 	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--dwork-listen") }) {
 		args = append(args, "--dwork-listen", "off")
+	}
+	// Nor MemoDB, by default on tcp://127.0.0.1:12703.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--memodb-listen") }) {
+		args = append(args, "--memodb-listen", "off")
 	}
 	// The durable queue, switchyard's default, in the test's directory
 	// unless the test names one.

@@ -61,6 +61,7 @@ import (
 	"time"
 
 	"switchyard/engine/dwork"
+	"switchyard/engine/memodb"
 	"switchyard/sched/durable"
 	"switchyard/sched/sqlite"
 )
@@ -87,6 +88,8 @@ const (
 	// defaultDworkListen is the port dwork's hub binds (its ROUTER socket).
 	defaultDworkListen = "tcp://*:6125"
 	defaultDworkFunc   = "dwork"
+	// defaultMemodbListen is memodb-broker's usual URL (its REP socket).
+	defaultMemodbListen = memodb.DefaultListen
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -137,6 +140,9 @@ type options struct {
 	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
 	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkListen; empty = off
 	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
+	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbListen; empty = off
+	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
+	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -201,9 +207,10 @@ const (
 	gPeriodic  = "Periodic (switchyard only)"
 	gCtl       = "Worker-Controller (switchyard only)"
 	gDwork     = "dwork (switchyard only)"
+	gMemodb    = "MemoDB (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb}
 
 const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
@@ -375,6 +382,16 @@ var optTable = []*optDef{
 	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
 		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
 		set:  setDworkFunc},
+
+	{long: "memodb-listen", value: true, multi: true, dflt: defaultMemodbListen, group: gMemodb,
+		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'memodb listening' log line names. Give it again for more addresses, or 'off' for none.",
+		set:  setMemodbListen},
+	{long: "memodb-queue-timeout", value: true, dflt: "10s", group: gMemodb,
+		help: "How long a MemoDB client's job waits for a worker before it is dropped (its request is not answered, and the client sends it again): seconds, or a duration such as 500ms, 1m.",
+		set:  setMemodbDuration("memodb-queue-timeout", func(o *options) *time.Duration { return &o.MemodbQueue })},
+	{long: "memodb-heartbeat", value: true, dflt: "10s", group: gMemodb,
+		help: "An idle MemoDB worker is sent a HEARTBEAT after this long, and is forgotten if it does not answer within as long: seconds, or a duration such as 500ms, 1m.",
+		set:  setMemodbDuration("memodb-heartbeat", func(o *options) *time.Duration { return &o.MemodbHeartbeat })},
 }
 
 var (
@@ -563,6 +580,40 @@ func setDworkFunc(s *parseState, v string) error {
 	}
 	s.o.DworkFunc = v
 	return nil
+}
+
+func setMemodbListen(s *parseState, v string) error {
+	if v == "off" {
+		if len(s.o.MemodbListen) > 0 {
+			return usagef("the argument ('off') for option '--memodb-listen' cannot be combined with addresses")
+		}
+		s.o.MemodbListen = []string{}
+		return nil
+	}
+	if s.o.MemodbListen != nil && len(s.o.MemodbListen) == 0 {
+		return usagef("the argument ('%s') for option '--memodb-listen' cannot be combined with 'off'", v)
+	}
+	if err := memodb.CheckURL(v); err != nil {
+		return usagef("the argument ('%s') for option '--memodb-listen' is invalid: %v", v, err)
+	}
+	if slices.Contains(s.o.MemodbListen, v) {
+		return usagef("the argument ('%s') for option '--memodb-listen' is given twice", v)
+	}
+	s.o.MemodbListen = append(s.o.MemodbListen, v)
+	return nil
+}
+
+// setMemodbDuration parses a positive duration: whole seconds or a Go
+// duration.
+func setMemodbDuration(name string, field func(*options) *time.Duration) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		d, ok := parseDuration(v)
+		if !ok || d <= 0 {
+			return usagef("the argument ('%s') for option '--%s' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)", v, name)
+		}
+		*field(s.o) = d
+		return nil
+	}
 }
 
 // checkListenURL accepts tcp://HOST:PORT (HOST may be empty for every
@@ -947,6 +998,8 @@ func defaultOptions() *options {
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
 		FunctionTTL:       time.Hour,
+		MemodbQueue:       memodb.DefaultQueueTimeout,
+		MemodbHeartbeat:   memodb.DefaultHeartbeat,
 		ShutdownTimeout:   defaultShutdownTimeout,
 	}
 }

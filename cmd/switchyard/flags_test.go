@@ -72,6 +72,7 @@ func TestDefaults(t *testing.T) {
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
 		QueueType: "durable", DataDir: "./switchyard-data", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
+		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
 	}
 	checkOptions(t, o, exp)
 }
@@ -229,6 +230,13 @@ func TestParseArgs(t *testing.T) {
 			want(func(o *options) { o.DworkListen = []string{"tcp://127.0.0.1:0", "tcp://*:6125", "tcp://[::1]:*"} })},
 		{"--dwork-listen off", []string{"--dwork-listen", "off"}, nil, want(func(o *options) { o.DworkListen = []string{} })},
 		{"--dwork-func", []string{"--dwork-func", "dag"}, nil, want(func(o *options) { o.DworkFunc = "dag" })},
+		{"--memodb-listen repeated", []string{"--memodb-listen", "tcp://127.0.0.1:0", "--memodb-listen=ipc:///tmp/m.sock", "--memodb-listen", "tcp://[::1]:12701"}, nil,
+			want(func(o *options) {
+				o.MemodbListen = []string{"tcp://127.0.0.1:0", "ipc:///tmp/m.sock", "tcp://[::1]:12701"}
+			})},
+		{"--memodb-listen off", []string{"--memodb-listen", "off"}, nil, want(func(o *options) { o.MemodbListen = []string{} })},
+		{"--memodb timeouts", []string{"--memodb-queue-timeout", "2", "--memodb-heartbeat=500ms"}, nil,
+			want(func(o *options) { o.MemodbQueue, o.MemodbHeartbeat = 2*time.Second, 500*time.Millisecond })},
 		{"--admin-shutdown", []string{"--admin-shutdown"}, nil, want(func(o *options) { o.AdminShutdown = true })},
 		{"--shutdown-timeout seconds", []string{"--shutdown-timeout", "1"}, nil, want(func(o *options) { o.ShutdownTimeout = time.Second })},
 		{"--shutdown-timeout=duration", []string{"--shutdown-timeout=1m30s"}, nil, want(func(o *options) { o.ShutdownTimeout = 90 * time.Second })},
@@ -450,6 +458,13 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--dwork-listen", "off", "--dwork-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--dwork-listen' cannot be combined with 'off'"},
 		{[]string{"--dwork-listen", "tcp://h:1", "--dwork-listen", "off"}, nil, "the argument ('off') for option '--dwork-listen' cannot be combined with addresses"},
 		{[]string{"--dwork-listen", "tcp://h:1", "--dwork-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--dwork-listen' is given twice"},
+		{[]string{"--memodb-listen", "12703"}, nil, "the argument ('12703') for option '--memodb-listen' is invalid: want tcp://HOST:PORT or ipc:///path"},
+		{[]string{"--memodb-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--memodb-listen' is invalid: bad port \"99999\""},
+		{[]string{"--memodb-listen", "ipc://rel"}, nil, "the argument ('ipc://rel') for option '--memodb-listen' is invalid: an ipc path must be absolute"},
+		{[]string{"--memodb-listen", "off", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' cannot be combined with 'off'"},
+		{[]string{"--memodb-listen", "tcp://h:1", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' is given twice"},
+		{[]string{"--memodb-heartbeat", "0"}, nil, "the argument ('0') for option '--memodb-heartbeat' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)"},
+		{[]string{"--memodb-queue-timeout", "soon"}, nil, "the argument ('soon') for option '--memodb-queue-timeout' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)"},
 		{[]string{"--dwork-func", ""}, nil, "the argument ('') for option '--dwork-func' is invalid: a function has a name"},
 		{[]string{"--function-ttl", "-1"}, nil, "the argument ('-1') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
 		{[]string{"--function-ttl", "soon"}, nil, "the argument ('soon') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
@@ -804,6 +819,7 @@ func TestEveryOptionParses(t *testing.T) {
 		"max-packet": "1M", "hashtable-buckets": "5", "mysql-port": "3306",
 		"keepalive-idle": "5", "keepalive-interval": "5", "keepalive-count": "5",
 		"periodic-listen": "tcp://127.0.0.1:0", "fsync": "never", "dwork-listen": "tcp://127.0.0.1:0",
+		"memodb-listen": "tcp://127.0.0.1:0",
 	}
 	for _, d := range optTable {
 		if d.refused != "" {

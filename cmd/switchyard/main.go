@@ -21,6 +21,7 @@ import (
 	"switchyard/engine/controller"
 	"switchyard/engine/dwork"
 	"switchyard/engine/gearman"
+	"switchyard/engine/memodb"
 	"switchyard/engine/periodic"
 	"switchyard/sched"
 	"switchyard/sched/durable"
@@ -216,6 +217,17 @@ func run(args []string) int {
 		}
 		others = append(others, frontend{"dwork", dsrv})
 	}
+	var msrv *memodb.Server
+	if addrs := memodbAddrs(o); len(addrs) > 0 {
+		msrv = memodb.New(memodb.Config{Addrs: addrs, QueueTimeout: o.MemodbQueue, Heartbeat: o.MemodbHeartbeat,
+			MaxMessage: int(min(o.MaxPacket, maxMemodbMessage))}, s, log)
+		if err := msrv.Start(); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			stopServers(srv, others, log)
+			return 1
+		}
+		others = append(others, frontend{"memodb", msrv})
+	}
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
 		return 1
@@ -239,6 +251,9 @@ func run(args []string) int {
 	}
 	if dsrv != nil {
 		log.Info("dwork listening", zap.Stringers("addrs", dsrv.Addrs()), zap.String("func", dsrv.Func()))
+	}
+	if msrv != nil {
+		log.Info("memodb listening", zap.Strings("addrs", msrv.Addrs()))
 	}
 
 	select {
@@ -356,6 +371,19 @@ func dworkAddrs(o *options) []string {
 	}
 	return o.DworkListen
 }
+
+// memodbAddrs is where the MemoDB frontend listens: memodb-broker's usual
+// URL unless --memodb-listen says otherwise ("off": nowhere).
+func memodbAddrs(o *options) []string {
+	if o.MemodbListen == nil {
+		return []string{defaultMemodbListen}
+	}
+	return o.MemodbListen
+}
+
+// maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int
+// with room for NNG's header.
+const maxMemodbMessage = 1<<31 - 1<<10
 
 // finishRunningJobs is "shutdown graceful": no new connections and no new
 // work until the running jobs have finished, for at most timeout. A signal

@@ -142,7 +142,7 @@ func run() error {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller || sc.Dwork) && s.config.Name != "switchyard") {
+				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller || sc.Dwork || sc.Memodb) && s.config.Name != "switchyard") {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -224,6 +224,18 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
 			Error: cfg.Path + " has no --dwork-listen: it does not serve dwork"}, nil
 	}
+	if s.memodbFlag {
+		// Off but for the MemoDB scenario, on a loopback port the kernel
+		// picks: the one that does not answer getpid.
+		listen := "off"
+		if sc.Memodb {
+			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
+		}
+		cfg.Args = append(slices.Clip(cfg.Args), "--memodb-listen", listen)
+	} else if sc.Memodb {
+		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+			Error: cfg.Path + " has no --memodb-listen: it does not serve MemoDB"}, nil
+	}
 	if sc.Durable {
 		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
 		if err != nil {
@@ -246,6 +258,9 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	}
 	if sc.Dwork {
 		target.DworkAddr = srv.Others[0]
+	}
+	if sc.Memodb {
+		target.MemodbURL = "tcp://" + srv.Others[0]
 	}
 	if sc.Durable {
 		restart := cfg
@@ -300,6 +315,8 @@ type serverSpec struct {
 	controllerFlag bool
 	// dworkFlag: switchyard with --dwork-listen, likewise.
 	dworkFlag bool
+	// memodbFlag: switchyard with --memodb-listen, likewise.
+	memodbFlag bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -315,7 +332,8 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// The record shows the Gearman scenarios' command line: the Periodic
 	// ones have tcp://127.0.0.1:0 in place of the first off, the
 	// controller ones a socket in a fresh directory in place of the
-	// second, the dwork ones tcp://127.0.0.1:0 in place of the third.
+	// second, the dwork ones tcp://127.0.0.1:0 in place of the third, the
+	// MemoDB one tcp://127.0.0.1:0 in place of the fourth.
 	if hasOption(opts.switchyard, "--periodic-listen") {
 		spec.periodicFlag = true
 		spec.record.Args = append(slices.Clip(spec.record.Args), "--periodic-listen", "off")
@@ -327,6 +345,11 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	if hasOption(opts.switchyard, "--dwork-listen") {
 		spec.dworkFlag = true
 		spec.record.Args = append(slices.Clip(spec.record.Args), "--dwork-listen", "off")
+	}
+	if hasOption(opts.switchyard, "--memodb-listen") {
+		// Not on port 12703, and on for the MemoDB scenario only (runOne).
+		spec.memodbFlag = true
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--memodb-listen", "off")
 	}
 	servers := []serverSpec{spec}
 	if opts.gearmand == "" || opts.gearmand == "none" {
