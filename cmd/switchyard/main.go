@@ -180,12 +180,10 @@ func run(args []string) int {
 	// soon as we accept connections still means a clean exit.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	srv := gearman.New(cfg, s, log)
-	if err := srv.Start(); err != nil {
-		log.Error("cannot start", zap.Error(err))
-		return 1
-	}
-	// The other protocols' frontends, each stopped before Gearman's.
+	// The other protocols' frontends first, Gearman's last: once the
+	// Gearman port answers, every listener is up (scripts and tests wait on
+	// that port). Each is stopped before Gearman's.
+	var srv *gearman.Server
 	var others []frontend
 	var psrv *periodic.Server
 	if addrs := periodicAddrs(o); len(addrs) > 0 {
@@ -227,6 +225,13 @@ func run(args []string) int {
 			return 1
 		}
 		others = append(others, frontend{"memodb", msrv})
+	}
+	srv = gearman.New(cfg, s, log)
+	if err := srv.Start(); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		srv = nil
+		stopServers(srv, others, log)
+		return 1
 	}
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
@@ -283,7 +288,7 @@ type frontend struct {
 }
 
 // stopServers closes every frontend, each given drainTimeout to write what
-// it owes.
+// it owes; srv is nil if Gearman's never started.
 func stopServers(srv *gearman.Server, others []frontend, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
@@ -291,6 +296,9 @@ func stopServers(srv *gearman.Server, others []frontend, log *zap.Logger) {
 		if err := f.srv.Stop(ctx); err != nil {
 			log.Warn("stop "+f.name, zap.Error(err))
 		}
+	}
+	if srv == nil {
+		return
 	}
 	if err := srv.Stop(ctx); err != nil {
 		log.Warn("stop", zap.Error(err))
