@@ -25,14 +25,11 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkPutInFlight is bg-durable without the network: 4 submitters,
 // each with 64 records outstanding, a new Put for each one answered. It
 // is bound by how fast answers come back, which group commit and fsync
-// latency decide; it reports the records per commit.
+// latency decide; it reports the records per commit and per fsync.
 func BenchmarkPutInFlight(b *testing.B) {
 	for _, mode := range []Sync{SyncBatch, SyncNever} {
 		b.Run(map[Sync]string{SyncBatch: "batch", SyncNever: "never"}[mode], func(b *testing.B) {
-			s, err := Open(b.TempDir(), mode)
-			if err != nil {
-				b.Fatal(err)
-			}
+			s, fs := openSyncs(b, b.TempDir(), mode)
 			const submitters, inflight = 4, 64
 			var next atomic.Uint64
 			left := int64(b.N)
@@ -78,6 +75,9 @@ func BenchmarkPutInFlight(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/float64(s.batches.Load()), "records/commit")
+			if n := fs.ended.Load(); n > 0 {
+				b.ReportMetric(float64(b.N)/float64(n), "records/fsync")
+			}
 			s.Close()
 		})
 	}

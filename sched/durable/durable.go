@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"switchyard/sched"
 )
@@ -87,8 +88,12 @@ const (
 
 // Open opens (or creates) the store in dir. A database that cannot be read
 // is an error naming it: never an empty queue in its place.
-func Open(dir string, mode Sync) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}})
+func Open(dir string, mode Sync) (*Store, error) { return openFS(dir, mode, nil) }
+
+// openFS is Open on the file system fs (nil: the real one), which tests
+// replace to watch the syncs.
+func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}, FS: fs})
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}

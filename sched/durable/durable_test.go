@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/cockroachdb/pebble/vfs"
 
 	"switchyard/sched"
 )
@@ -19,6 +22,56 @@ func open(t *testing.T, dir string, mode Sync) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// syncFS counts the syncs of the write-ahead log: those begun and those
+// ended. The log syncs one at a time.
+type syncFS struct {
+	vfs.FS
+	begun, ended atomic.Int64
+}
+
+func (fs *syncFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	return fs.wrap(name, f), err
+}
+
+func (fs *syncFS) ReuseForWrite(old, name string) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(old, name)
+	return fs.wrap(name, f), err
+}
+
+func (fs *syncFS) wrap(name string, f vfs.File) vfs.File {
+	if f == nil || !strings.HasSuffix(name, ".log") {
+		return f
+	}
+	return &syncFile{File: f, fs: fs}
+}
+
+type syncFile struct {
+	vfs.File
+	fs *syncFS
+}
+
+func (f *syncFile) Sync() error     { return f.fs.count(f.File.Sync) }
+func (f *syncFile) SyncData() error { return f.fs.count(f.File.SyncData) }
+
+func (fs *syncFS) count(sync func() error) error {
+	fs.begun.Add(1)
+	err := sync()
+	fs.ended.Add(1)
+	return err
+}
+
+// openSyncs opens a store whose log syncs are counted.
+func openSyncs(t testing.TB, dir string, mode Sync) (*Store, *syncFS) {
+	t.Helper()
+	fs := &syncFS{FS: vfs.Default}
+	s, err := openFS(dir, mode, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fs
 }
 
 func ids(t *testing.T, s *Store) []uint64 {
@@ -57,10 +110,10 @@ func TestSaveDeleteReopen(t *testing.T) {
 	}
 }
 
-// Saves queued while a batch is written share the next one: far fewer
-// commits than records, and every done called once, after its write.
+// Saves queued while the log syncs share the next sync: far fewer fsyncs
+// than records, and every done called once, after its write.
 func TestGroupCommit(t *testing.T) {
-	s := open(t, t.TempDir(), SyncBatch)
+	s, fs := openSyncs(t, t.TempDir(), SyncBatch)
 	defer s.Close()
 	const n = 2000
 	var wg sync.WaitGroup
@@ -85,11 +138,55 @@ func TestGroupCommit(t *testing.T) {
 	if done != n || len(ids(t, s)) != n {
 		t.Fatalf("%d saves answered, %d stored", done, len(ids(t, s)))
 	}
-	b := s.batches.Load()
-	if b >= n {
-		t.Fatalf("%d records in %d batches: no group commit", n, b)
+	syncs := fs.ended.Load()
+	if syncs >= n {
+		t.Fatalf("%d records in %d syncs: no group commit", n, syncs)
 	}
-	t.Logf("%d records in %d batches", n, b)
+	t.Logf("%d records in %d batches, %d syncs", n, s.batches.Load(), syncs)
+}
+
+// No record is answered before a sync of the log that began after it was
+// queued has ended, in the modes that promise it.
+func TestAnsweredAfterSync(t *testing.T) {
+	for _, mode := range []Sync{SyncBatch, SyncAlways} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			s, fs := openSyncs(t, t.TempDir(), mode)
+			defer s.Close()
+			const writers = 8
+			each := 200
+			if mode == SyncAlways {
+				each = 40 // an fsync each
+			}
+			var wg sync.WaitGroup
+			for g := range writers {
+				wg.Go(func() {
+					var answered sync.WaitGroup
+					for i := range each {
+						id := uint64(g*each + i + 1)
+						begun := fs.begun.Load()
+						answered.Add(1)
+						s.Put(id, s.Encode(&sched.Record{ID: id, Func: "f"}), func(err error) {
+							defer answered.Done()
+							if err != nil {
+								t.Error(err)
+							}
+							if ended := fs.ended.Load(); ended <= begun {
+								t.Errorf("job %d answered after %d syncs, queued after %d had begun", id, ended, begun)
+							}
+						})
+						if i%2 == 1 {
+							s.Delete(id - 1)
+						}
+					}
+					answered.Wait()
+				})
+			}
+			wg.Wait()
+			if got := len(ids(t, s)); got != writers*each/2 {
+				t.Fatalf("%d records stored, want %d", got, writers*each/2)
+			}
+		})
+	}
 }
 
 func TestClosedStore(t *testing.T) {
