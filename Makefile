@@ -2,7 +2,7 @@ GO      ?= go
 BIN     := bin/switchyard
 PKGS    := ./...
 
-.PHONY: all build run test test-unit test-race deps vet fmt fuzz bench bench-micro bench-report bench-deps conformance clean
+.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean
 
 all: build
 
@@ -34,6 +34,17 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# proto regenerates codec/controller/controller.pb.go from controller.proto
+# and codec/dwork/dwork.pb.go from dwork.proto (the go:generate lines in each
+# package's doc.go). The .pb.go files are committed, so only a change to a
+# .proto needs this. It needs protoc
+# (apt-get install -y protobuf-compiler; 3.21 made the committed file) and
+# protoc-gen-go at the version the module requires (go install
+# google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12), found on PATH or in
+# $(go env GOPATH)/bin.
+proto:
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(GO) generate ./codec/controller ./codec/dwork
+
 # fuzz runs each fuzz target for about a minute on a 2-core machine. The
 # limits are counts, not -fuzztime 60s: go1.26's fuzz coordinator can fail a
 # timed run as it ends, with "context deadline exceeded" and no failing
@@ -45,12 +56,17 @@ fuzz:
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime 1500000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzDecodeJobList$$' -fuzztime 1800000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzAppendJob$$' -fuzztime 450000x
+	$(GO) test ./codec/controller -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 1500000x
+	$(GO) test ./codec/controller -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2000000x
+	$(GO) test ./codec/dwork -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 1500000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
+	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
+	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
-# gearmand (see bench/results/README.md); the periodic-* ones against
-# switchyard alone. BENCHFLAGS=--quick for a short run.
+# gearmand (see bench/results/README.md); the periodic-*, controller* and
+# dwork-* ones against switchyard alone. BENCHFLAGS=--quick for a short run.
 BENCHFLAGS ?=
 bench: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench

@@ -55,14 +55,15 @@ type FuncStat struct {
 	Seq      uint64 // creation order
 	Queued   [3]int // waiting jobs by priority
 	Delayed  int    // jobs not due yet
+	Blocked  int    // jobs waiting for their predecessors (SubmitReq.After)
 	Running  int
 	Workers  int
 	MaxQueue [3]int
 }
 
-// Total is queued + delayed + running, gearmand's TOTAL column.
+// Total is queued + delayed + blocked + running, gearmand's TOTAL column.
 func (f FuncStat) Total() int {
-	return f.Queued[0] + f.Queued[1] + f.Queued[2] + f.Delayed + f.Running
+	return f.Queued[0] + f.Queued[1] + f.Queued[2] + f.Delayed + f.Blocked + f.Running
 }
 
 // chunk bounds the work a listing does per hold of a shard's lock: table
@@ -106,6 +107,7 @@ func statOf(f *function) FuncStat {
 		Seq:      f.seq,
 		Queued:   [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
 		Delayed:  f.delayed,
+		Blocked:  f.blocked,
 		Running:  f.running,
 		Workers:  f.workers,
 		MaxQueue: f.maxQueue,
@@ -198,7 +200,7 @@ func (s *Sched) Cancel(id uint64) error {
 	sh.mu.Unlock()
 	notifyAll(ls, id, &Update{Kind: Fail})
 	if done {
-		s.forgetStored(j)
+		s.ended(j)
 	}
 	return nil
 }
@@ -223,7 +225,7 @@ func (s *Sched) Remove(fn, key []byte) (uint64, error) {
 	sh.end(j)
 	sh.mu.Unlock()
 	notifyAll(ls, j.id, &Update{Kind: Fail})
-	s.forgetStored(j)
+	s.ended(j)
 	return j.id, nil
 }
 
@@ -269,6 +271,8 @@ type JobView struct {
 	Priority   Priority
 	Background bool
 	Running    bool
+	Blocked    bool   // waiting for its predecessors
+	Worker     string // the name of the worker running it, if any
 	Retries    uint32
 	Clients    int
 	// As in Attempt: the due time, the attempts' run timeout, the counter;
@@ -283,8 +287,11 @@ type JobView struct {
 // nil, else it is j's own. Caller holds j's shard lock.
 func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
 	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
-		Priority: j.prio, Background: j.background, Running: j.state == stateRunning,
+		Priority: j.prio, Background: j.background, Running: j.state == stateRunning, Blocked: j.state == stateBlocked,
 		Retries: j.retries, Clients: int(j.nlisteners), Started: s.wallOf(j.started)}
+	if j.worker != nil {
+		v.Worker = j.worker.Name()
+	}
 	if x := j.ext; x != nil {
 		v.When, v.Timeout, v.Counter = x.when, x.timeout, x.counter
 	}
@@ -372,7 +379,7 @@ func (s *Sched) Purge(name []byte) (int, error) {
 			t.c.l.Notify(t.id, &Update{Kind: Fail})
 		}
 		for _, j := range ended {
-			s.forgetStored(j)
+			s.ended(j)
 		}
 		n += len(ended)
 		clear(ended)

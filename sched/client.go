@@ -145,11 +145,15 @@ func (c *Client) Close() {
 		sh := c.s.shardOf(j.id)
 		sh.mu.Lock()
 		a.unlink()
-		if j.nlisteners == 0 && !j.background && j.state == stateQueued {
-			j.fn.queues[j.prio].remove(j)
+		gone := j.nlisteners == 0 && !j.background && (j.state == stateQueued || j.state == stateBlocked)
+		if gone {
+			sh.unplace(j)
 			sh.forget(j)
 		}
 		sh.mu.Unlock()
+		if gone {
+			c.s.ended(j)
+		}
 	}
 }
 

@@ -27,7 +27,11 @@
 //     ability's) requeues a job as a retry, and the overrunning worker may
 //     still report: the first result wins, the other attempts' are dropped
 //     (Worker.Update returns nil); a delayed job (SubmitReq.When, or a
-//     Requeue with a Delay) enters its list when due and wakes sleepers.
+//     Requeue with a Delay) enters its list when due and wakes sleepers;
+//     a job that waits in its queue longer than its QueueTimeout ends.
+//     A worker's deadline (Worker.ExpectWithin, moved on every sign of
+//     life) sits in a wheel too: when it passes, the worker's jobs go back
+//     as retries and its Waker, if an Expirer, hears Expired.
 //     One ticker (or the caller, via Advance) drives every wheel. Time
 //     comes from a Clock: timers run on its monotonic Now, and a requested
 //     unix time is turned into a due tick once, at submit, so a wall-clock
@@ -37,11 +41,26 @@
 //     a job submitted with RetryForever goes back to its queue on Fail,
 //     Exception, timeout or worker loss, uncounted, until it completes or
 //     is removed. A worker may also hand a held job back itself
-//     (Worker.Requeue), at once or after a delay, adding to its counter.
+//     (Worker.Requeue), at once or after a delay, adding to its counter, or
+//     at the head of its queue (turned down unstarted); Worker.Retry gives
+//     one back as a lost attempt, counted. Worker.Holding lists what it
+//     holds.
 //   - A (function, unique) names one live job. A submit naming a live job
 //     joins it, or with SubmitReq.Replace replaces it; Find and Remove
 //     reach a job by that name, Purge a whole function, and JobViewsChunked
 //     shows every job with its payload, due time and counter.
+//   - Dependencies: a job submitted with SubmitReq.After waits, blocked,
+//     until every job it names has ended (a name with no live job has). A
+//     predecessor keeps its successors' ids; ending it releases each under
+//     that successor's shard lock alone, in O(1), so predecessors may live
+//     in any shard and no two shard locks are ever held together (deps.go).
+//     Edges are in the stored records: Replay rebuilds the graph.
+//   - A job submitted with Remember leaves a note when it ends (id, time,
+//     the name of the worker that ran it: Worker.SetName), kept for
+//     Config.EndedRetention and bounded by Config.EndedMax: EndedJob reads
+//     it, and a later submit of the name gets ErrEnded (ended.go). Remember
+//     is in the job's record, so a replayed job still leaves its note; the
+//     notes themselves live in memory only.
 //   - A job with no listener is background: it runs whoever leaves. A
 //     background submit that coalesces with a foreground job makes it
 //     background too, since that submitter was told it exists.
@@ -53,7 +72,8 @@
 //     job is made or changed, and removed (Delete) when it ends; writes
 //     are answered once durable, and a frontend that set SubmitReq.Stored
 //     acknowledges the submit then, without waiting on an event loop.
-//     Replay puts the jobs back at start under their ids. Ids name their shard,
+//     Replay puts the jobs back at start under their ids (or new ones, for a
+//     store that keeps none, such as gearmand's SQLite table). Ids name their shard,
 //     so the shard count is fixed (DefaultShards) and a function's shard is
 //     a fixed hash of its name, the same in every process.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
@@ -79,11 +99,22 @@
 //     SCHED_LATER -> Worker.Requeue with Delay and Step; REMOVE_JOB ->
 //     Sched.Remove; DROP_FUNC -> Sched.Purge; STATUS -> FuncsChunked; DUMP
 //     -> JobViewsChunked.
-//   - Worker-Controller (not built yet): the controller pushes, so its
-//     frontend will treat a free worker as permanently "sleeping": Wake
-//     means "grab and push now".
-//   - dwork (not built yet): Create -> Submit; Steal -> Grab without
-//     sleeping; completion -> Update(Complete); Lookup -> Find.
+//   - Worker-Controller: REGISTER -> NewWorker and CanDo; every pulse ->
+//     Worker.ExpectWithin(next_pulse), whose lapse (Expirer) removes the
+//     worker; a pulse's task_id is checked against Worker.Holding. The
+//     controller pushes: a free worker sleeps (Sleep), and Wake means
+//     "grab and push now". BUSY -> Requeue with Front; TASK_FAILED ->
+//     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
+//     or a dead socket -> Close.
+//   - dwork: Create -> Submit with Background, Unique = Payload = the
+//     task's name, After (its predecessors), Remember and Stored, and again
+//     on an existing name to add some; a worker per location (SetName);
+//     Steal -> Grab, never Sleep; completion -> Find, whose JobView.Worker
+//     names the location holding it, then that worker's Update(Complete);
+//     Lookup -> Find (running), else EndedJob; Exit -> Holding and Requeue
+//     with Front, then Close.
 //   - MemoDB (not built yet): READY parks like Periodic's GRAB_JOB; the
-//     JOB header's timeout is SubmitReq.Timeout; results -> Update.
+//     JOB header's timeout is SubmitReq.Timeout, the wait for a worker
+//     SubmitReq.QueueTimeout; heartbeats -> Worker.ExpectWithin; results ->
+//     Update.
 package sched

@@ -8,6 +8,7 @@ type function struct {
 	seq      uint64 // creation order, for listings
 	queues   [numPriorities]jobList
 	delayed  int // jobs waiting in the wheel
+	blocked  int // jobs waiting for their predecessors
 	running  int
 	workers  int                // registered abilities
 	maxQueue [numPriorities]int // 0 = unlimited
@@ -30,7 +31,7 @@ func (f *function) queued() int {
 }
 
 // total is what gearmand reports as TOTAL: queued, delayed and running.
-func (f *function) total() int { return f.queued() + f.delayed + f.running }
+func (f *function) total() int { return f.queued() + f.delayed + f.blocked + f.running }
 
 func (f *function) pop() *Job {
 	for p := range f.queues {

@@ -21,6 +21,7 @@ const (
 	stateQueued  jobState = iota // in its function's priority list
 	stateDelayed                 // in the shard's wheel until due
 	stateRunning                 // held by a worker
+	stateBlocked                 // waiting for its predecessors to end (SubmitReq.After)
 	stateDone                    // removed from the shard
 )
 
@@ -40,6 +41,7 @@ type Job struct {
 	owned      bool     // payload is the frontend's buffer, see Config.Release
 	background bool     // runs with no listener (a background submit made or joined it)
 	forever    bool     // SubmitReq.RetryForever
+	remember   bool     // SubmitReq.Remember, until its note is made
 	state      jobState // mutable, as are the fields after it: shard lock
 
 	// Mutable state, guarded by the job's shard lock, packed so that a Job
@@ -65,6 +67,12 @@ type jobExt struct {
 	timeout   time.Duration // each attempt's run timeout; 0 = the ability's
 	counter   int64         // SubmitReq.Counter plus every RequeueReq.Step
 	prevStart int64         // started of the attempt before the latest, see Attempt
+	queueWait time.Duration // SubmitReq.QueueTimeout
+
+	// Dependencies, see deps.go.
+	blocked int32    // predecessors not ended yet (+1 while edges are made)
+	succ    []uint64 // the jobs waiting for this one
+	after   []Key    // every predecessor it was submitted with, for its record
 }
 
 // A job and a small payload share one allocation, so a typical queued job
@@ -193,6 +201,18 @@ func (l *jobList) pushBack(j *Job) {
 		l.head = j
 	}
 	l.tail = j
+	l.n++
+}
+
+func (l *jobList) pushFront(j *Job) {
+	j.prev = nil
+	j.next = l.head
+	if l.head != nil {
+		l.head.prev = j
+	} else {
+		l.tail = j
+	}
+	l.head = j
 	l.n++
 }
 

@@ -163,3 +163,58 @@ func TestReplayCoalesceOnPayload(t *testing.T) {
 		t.Fatalf("payload two after replay: job %d (%v), want %d", id, err, ids[1])
 	}
 }
+
+// rowStore is a store that keeps no ids, like gearmand's SQLite table: its
+// records replay in its order and get new ids.
+type rowStore struct {
+	memStore
+	rows []Record
+	got  []uint64
+}
+
+func (st *rowStore) Load(fn func(*Record) error) error {
+	for _, r := range st.rows {
+		if err := fn(&r); err != nil {
+			return err
+		}
+		st.got = append(st.got, r.ID)
+	}
+	return nil
+}
+
+// Records without ids get fresh ones, each in its function's shard, told
+// back through the record; they queue in the store's order, and new jobs
+// never take their ids.
+func TestReplayWithoutIDs(t *testing.T) {
+	st := &rowStore{rows: []Record{
+		{Func: "f", Unique: "a", Payload: []byte("1"), Priority: Low},
+		{Func: "g", Unique: "b", Payload: []byte("2")},
+		{Func: "f", Unique: "c", Payload: []byte("3"), Priority: Low},
+		{Func: "f", Unique: "d", Payload: []byte("4"), Priority: High},
+	}}
+	s := newTest(t, Config{Store: st})
+	if n, err := s.Replay(); err != nil || n != 4 {
+		t.Fatalf("replay: %d jobs, %v", n, err)
+	}
+	seen := map[uint64]bool{}
+	for i, id := range st.got {
+		if id == 0 || seen[id] || s.shardOf(id) != s.shardFor([]byte(st.rows[i].Func)) {
+			t.Fatalf("row %d got id %d (ids %v)", i, id, st.got)
+		}
+		seen[id] = true
+	}
+	id := submit(t, s.NewClient(&recorder{}), "f", "", "new", Normal, true)
+	if seen[id] {
+		t.Fatalf("a new job took replayed id %d", id)
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	var order []string
+	for j := w.Grab(); j != nil; j = w.Grab() {
+		order = append(order, j.Unique())
+		w.Update(j.ID(), &Update{Kind: Complete})
+	}
+	if got := fmt.Sprint(order); got != "[d  a c]" {
+		t.Fatalf("order %s, want high, normal, then low in the store's order", got)
+	}
+}

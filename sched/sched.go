@@ -15,6 +15,9 @@ var (
 	ErrNoFunction   = errors.New("sched: function not found")
 	ErrFunctionBusy = errors.New("sched: function has workers or jobs")
 	ErrClosed       = errors.New("sched: client closed")
+	// ErrEnded: a submit with Remember named a job that has ended (see
+	// EndedJob); Submit returns that job's id with it.
+	ErrEnded = errors.New("sched: job has ended")
 )
 
 // Config tunes a scheduler. The zero value is usable.
@@ -46,6 +49,12 @@ type Config struct {
 	// to it, so the frontend can reuse the buffer. It runs under a shard
 	// lock and must be quick.
 	Release func(payload []byte)
+	// EndedRetention is how long the note of a job submitted with
+	// SubmitReq.Remember is kept once it ends; 0 = DefaultEndedRetention.
+	// EndedMax bounds the notes kept (0 = DefaultEndedMax); past it the
+	// oldest go first.
+	EndedRetention time.Duration
+	EndedMax       int
 }
 
 // DefaultShards is the number of shards unless Config.Shards says
@@ -73,6 +82,8 @@ type Sched struct {
 	done      sync.WaitGroup
 	workerSeq uint64
 	funcSeq   atomic.Uint64
+	endedKeep time.Duration // Config.EndedRetention
+	endedMax  int           // notes per shard, see Config.EndedMax
 }
 
 type shard struct {
@@ -88,6 +99,7 @@ type shard struct {
 	idle    funcList               // functions with nothing in them, oldest first
 	peak    int                    // most functions held since funcs was last rebuilt
 	keyed   map[*function]struct{} // functions whose unique index is not empty
+	ended   endedNotes             // jobs submitted with Remember that ended, see ended.go
 	_       [64]byte               // keep neighbouring shard locks off one cache line
 }
 
@@ -123,6 +135,14 @@ func New(cfg Config) *Sched {
 	if s.tick == 0 {
 		s.tick = 10 * time.Millisecond
 	}
+	s.endedKeep, s.endedMax = cfg.EndedRetention, cfg.EndedMax
+	if s.endedKeep <= 0 {
+		s.endedKeep = DefaultEndedRetention
+	}
+	if s.endedMax <= 0 {
+		s.endedMax = DefaultEndedMax
+	}
+	s.endedMax = max(1, s.endedMax/len(s.shards))
 	for i := range s.shards {
 		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release, s: s}
 		s.shards[i].wheel.count = s.timers
@@ -239,6 +259,7 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 
 // forget removes a finished job from the shard's indexes. Caller holds sh.mu.
 func (sh *shard) forget(j *Job) {
+	sh.note(j)
 	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	if k := j.key(); k != "" && j.fn.uniqueJob(k) == j {
 		sh.forgetUnique(j.fn, k)
@@ -308,6 +329,18 @@ type SubmitReq struct {
 	// promises never to touch that memory again. Frontends set it for large
 	// payloads they read into a buffer of their own.
 	OwnPayload bool
+	// QueueTimeout bounds each wait of the job in its queue for a worker
+	// (at submit, and again after a worker gives it back): past it the job
+	// ends, and its listeners get a Fail. 0 = no bound.
+	QueueTimeout time.Duration
+	// Remember keeps a note of the job once it ends (see EndedJob): a later
+	// submit of its name gets ErrEnded instead of running it again.
+	Remember bool
+	// After names the jobs this one waits for: it runs once each has
+	// ended (completed, failed, cancelled or removed). A name with no live
+	// job has ended already. A submit that joins a live job that is not
+	// running adds After to what it waits for.
+	After []Key
 }
 
 // Submit queues a job, or joins an existing one with the same function and
@@ -345,6 +378,15 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 			// Replacing a running job: j takes its key below.
 		}
 	}
+	if r.Remember && key != "" {
+		sh.expire(s.clock.Now())
+		if i, ok := sh.ended.byKey[Key{f.name, key}]; ok {
+			id := sh.ended.fifo[i].note.ID
+			sh.settle(f)
+			sh.mu.Unlock()
+			return id, ErrEnded
+		}
+	}
 	if max := f.maxQueue[r.Priority]; max > 0 && f.total() >= max {
 		sh.settle(f)
 		sh.mu.Unlock()
@@ -360,13 +402,20 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
-	s.place(sh, j, &wake)
+	if len(r.After) > 0 {
+		sh.block(j)
+	} else {
+		s.place(sh, j, &wake)
+	}
 	var wait chan error
 	if rec != nil {
 		wait = s.put(j.id, rec, r)
 	}
 	sh.mu.Unlock()
 	s.wakeAll(sh, f, &wake, r.Origin)
+	if len(r.After) > 0 {
+		s.link(sh, j.id, r.After)
+	}
 	return j.id, s.await(j.id, wait)
 }
 
@@ -435,6 +484,7 @@ func (s *Sched) placeAt(sh *shard, j *Job, due int64, later bool, wake *wakeList
 	}
 	j.state = stateQueued
 	j.fn.queues[j.prio].pushBack(j)
+	s.queueClock(sh, j)
 	s.collectSleepers(j.fn, wake)
 }
 
@@ -444,9 +494,12 @@ func (sh *shard) unplace(j *Job) {
 	switch j.state {
 	case stateQueued:
 		j.fn.queues[j.prio].remove(j)
+		j.stopClock(&sh.wheel)
 	case stateDelayed:
 		j.stopClock(&sh.wheel)
 		j.fn.delayed--
+	case stateBlocked:
+		j.fn.blocked--
 	}
 }
 
@@ -454,11 +507,15 @@ func (sh *shard) unplace(j *Job) {
 // sh.mu held; returns with it released.
 func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64, error) {
 	var wait chan error
+	relink := len(r.After) > 0 && sh.rewait(existing, r.After)
+	if relink && existing.background && s.durable && !r.Background {
+		s.store.Put(existing.id, s.store.Encode(existing.record(existing.fn.name)), nil) // its new predecessors
+	}
 	if r.Background {
 		// This submitter is told the job exists, so it must run even if
 		// every foreground client of it leaves, and survive a restart.
 		if s.durable {
-			if existing.background {
+			if existing.background && !relink {
 				wait = s.flush(existing.id, r) // its record may still be queued
 			} else {
 				wait = s.put(existing.id, s.store.Encode(existing.record(existing.fn.name)), r)
@@ -467,9 +524,15 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 		existing.background = true
 	} else if !c.link(existing) {
 		sh.mu.Unlock()
+		if relink {
+			s.link(sh, existing.id, r.After)
+		}
 		return 0, ErrClosed
 	}
 	sh.mu.Unlock()
+	if relink {
+		s.link(sh, existing.id, r.After)
+	}
 	return existing.id, s.await(existing.id, wait)
 }
 
@@ -482,7 +545,10 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
-	sh.unplace(j)
+	blocked := j.state == stateBlocked
+	if !blocked {
+		sh.unplace(j)
+	}
 	if j.owned && sh.release != nil {
 		sh.release(j.payload)
 	}
@@ -498,7 +564,9 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		x.when, x.timeout, x.counter = y.when, y.timeout, y.counter
 	}
 	var wake wakeList
-	s.place(sh, j, &wake)
+	if !blocked { // else it waits on, and is placed when released
+		s.place(sh, j, &wake)
+	}
 	var wait chan error
 	if j.background && s.durable {
 		if rec == nil { // a foreground replace of a stored job
@@ -521,25 +589,20 @@ func buildJob(r *SubmitReq) *Job {
 	j.background = r.Background
 	j.forever = r.RetryForever
 	j.byPayload = r.CoalesceOnPayload
-	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 {
+	j.remember = r.Remember
+	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 || r.QueueTimeout > 0 {
 		x := j.more()
-		x.when, x.timeout, x.counter = r.When, r.Timeout, r.Counter
+		x.when, x.timeout, x.counter, x.queueWait = r.When, r.Timeout, r.Counter, r.QueueTimeout
+		x.after = append([]Key(nil), r.After...)
 	}
 	return j
 }
 
 func (j *Job) record(fn string) *Record {
 	r := &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
-		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload}
+		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload, Remember: j.remember}
 	if x := j.ext; x != nil {
-		r.When, r.Timeout, r.Counter = x.when, x.timeout, x.counter
+		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after
 	}
 	return r
-}
-
-// forgetStored deletes a background job from a durable store.
-func (s *Sched) forgetStored(j *Job) {
-	if j.background && s.durable {
-		s.store.Delete(j.id)
-	}
 }

@@ -15,7 +15,9 @@ type Record struct {
 	Timeout           time.Duration
 	Counter           int64
 	RetryForever      bool
-	CoalesceOnPayload bool // the payload is the coalescing key, see SubmitReq
+	CoalesceOnPayload bool  // the payload is the coalescing key, see SubmitReq
+	Remember          bool  // noted when it ends, see SubmitReq.Remember
+	After             []Key // what it waits for, see SubmitReq; at replay, names with no job have ended
 }
 
 // Store persists the jobs that must survive a restart: the background
@@ -32,7 +34,9 @@ type Record struct {
 //     queued before it) is durable, or with the error that kept it off
 //     disk; from any goroutine, but never from within the call that queued
 //     it.
-//   - Load replays the saved jobs at start, in id order.
+//   - Load replays the saved jobs at start, in id order. A store that
+//     keeps no ids (gearmand's SQLite table) gives records with ID 0, in the
+//     order they were written; fn then sets r.ID to the id it gave the job.
 type Store interface {
 	Encode(r *Record) []byte
 	Put(id uint64, rec []byte, done func(error))

@@ -17,12 +17,19 @@ func (s *Sched) Advance(now time.Time) {
 		}
 		var due []*Job
 		var late []*Job
+		var lapsed []*Worker
+		var expired []*Job
 		sh.wheel.advance(tick, func(t *timer) {
 			switch t.kind {
 			case timerDue:
 				due = append(due, t.job)
 			case timerTimeout:
 				late = append(late, t.job)
+			case timerQueued:
+				expired = append(expired, t.job)
+			case timerDeadline:
+				t.worker.lapsed = true
+				lapsed = append(lapsed, t.worker)
 			}
 		})
 		for _, j := range due {
@@ -32,6 +39,7 @@ func (s *Sched) Advance(now time.Time) {
 			j.fn.delayed--
 			j.state = stateQueued
 			j.fn.queues[j.prio].pushBack(j)
+			s.queueClock(sh, j)
 		}
 		sh.mu.Unlock()
 		for _, j := range due {
@@ -49,5 +57,34 @@ func (s *Sched) Advance(now time.Time) {
 				s.retry(j, w, true)
 			}
 		}
+		for _, w := range lapsed {
+			w.lapse()
+		}
+		for _, j := range expired {
+			s.expire(sh, j)
+		}
 	}
+}
+
+// queueClock arms a queued job's QueueTimeout. Caller holds sh.mu.
+func (s *Sched) queueClock(sh *shard, j *Job) {
+	if x := j.ext; x != nil && x.queueWait > 0 {
+		sh.wheel.arm(j.clock(timerQueued), s.deadline(s.clock.Now().Add(x.queueWait)))
+	}
+}
+
+// expire ends a job whose QueueTimeout passed while it waited: its
+// listeners get a Fail.
+func (s *Sched) expire(sh *shard, j *Job) {
+	sh.mu.Lock()
+	if j.state != stateQueued || sh.job(j.id) != j {
+		sh.mu.Unlock()
+		return // grabbed or ended meanwhile
+	}
+	ls := collect(nil, j, true)
+	sh.unplace(j)
+	sh.forget(j)
+	sh.mu.Unlock()
+	notifyAll(ls, j.id, &Update{Kind: Fail})
+	s.ended(j)
 }

@@ -6,20 +6,23 @@ import "sync/atomic"
 type timerKind uint8
 
 const (
-	timerDue     timerKind = iota + 1 // a delayed job came due
-	timerTimeout                      // a running job overran its worker's timeout
+	timerDue      timerKind = iota + 1 // a delayed job came due
+	timerTimeout                       // a running job overran its worker's timeout
+	timerDeadline                      // a worker was not heard from in time
+	timerQueued                        // a queued job waited too long for a worker (QueueTimeout)
 )
 
-// timer is intrusive: it lives inside the Job it times, so arming and
-// cancelling allocate nothing.
+// timer is intrusive: it lives inside the Job or Worker it times, so arming
+// and cancelling allocate nothing.
 type timer struct {
 	prev, next *timer
 	due        *timer // the chain of timers firing in one tick, see advance
 	expire     int64  // absolute tick
 	kind       timerKind
 	armed      bool
-	slot       uint16 // level<<wheelBits | index, where it is linked
-	job        *Job
+	slot       uint16    // level<<wheelBits | index, where it is linked
+	job        *Job      // for timerDue and timerTimeout
+	worker     *Worker   // for timerDeadline
 	late       []*Worker // workers whose run timeout the job overran, see reportedBy
 }
 

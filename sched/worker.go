@@ -80,6 +80,13 @@ type Worker struct {
 	byName    map[string]*ability // made once a worker has manyAbilities
 	state     atomic.Int32
 
+	// deadline, armed by ExpectWithin, lives in the wheel of the shard the
+	// worker's id names; it and lapsed are guarded by that shard's lock.
+	deadline timer
+	lapsed   bool
+
+	name atomic.Pointer[string] // SetName
+
 	mu    sync.Mutex // guards the held list and ended; taken after a shard lock
 	held  *Job
 	nheld int
@@ -93,6 +100,17 @@ type Worker struct {
 // NewWorker registers a worker whose sleeps end with a call to waker.Wake.
 func (s *Sched) NewWorker(waker Waker) *Worker {
 	return &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+}
+
+// SetName names the worker (a host, a location) for EndedJob and JobView.
+func (w *Worker) SetName(name string) { w.name.Store(&name) }
+
+// Name is what SetName set, or "".
+func (w *Worker) Name() string {
+	if p := w.name.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // ID numbers workers from 1 in creation order.
@@ -223,6 +241,7 @@ func (w *Worker) GrabAttempt(a *Attempt) *Job {
 			sh.mu.Unlock()
 			continue
 		}
+		j.stopClock(&sh.wheel) // its QueueTimeout, if it has one
 		j.state = stateRunning
 		j.worker = w
 		ab.fn.running++
@@ -388,14 +407,14 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		var wake wakeList
 		ended := false
 		if j.worker == w && j.state == stateRunning {
-			ended = w.s.putBack(sh, j, 0, &wake)
+			ended = w.s.putBack(sh, j, 0, false, &wake)
 		} else {
 			j.heardFrom(w)
 		}
 		f := j.fn
 		sh.mu.Unlock()
 		if ended {
-			w.s.forgetStored(j)
+			w.s.ended(j)
 		}
 		w.s.wakeAll(sh, f, &wake, u.Origin)
 		return nil
@@ -419,7 +438,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	clear(ls)
 	w.scratch = ls[:0]
 	if u.Kind.Terminal() {
-		w.s.forgetStored(j)
+		w.s.ended(j)
 	}
 	return nil
 }
@@ -485,6 +504,7 @@ func (w *Worker) forgetEnded(id uint64, last bool) bool {
 
 // finish removes a running job for good. Caller holds sh.mu.
 func (s *Sched) finish(sh *shard, j *Job) {
+	sh.note(j) // while it knows its worker
 	j.stopClock(&sh.wheel)
 	j.release()
 	j.fn.running--
@@ -493,9 +513,15 @@ func (s *Sched) finish(sh *shard, j *Job) {
 
 // Close gives the worker's jobs back: each goes to the tail of its queue as
 // a retry (or fails when it has used up its retries), and the worker's
-// abilities are dropped.
+// abilities and deadline are dropped.
 func (w *Worker) Close() {
+	w.ExpectWithin(0)
 	w.Reset()
+	w.takeBack()
+}
+
+// takeBack retries every job the worker holds. Safe from any goroutine.
+func (w *Worker) takeBack() {
 	for {
 		w.mu.Lock()
 		j := w.held
@@ -507,6 +533,81 @@ func (w *Worker) Close() {
 	}
 }
 
+// Expirer is a Waker that hears when its worker's deadline passes (see
+// ExpectWithin).
+type Expirer interface {
+	Expired()
+}
+
+// ExpectWithin says the worker must be heard from again within d: a
+// frontend calls it on every sign of life (a pulse, a heartbeat), and each
+// call moves the deadline; d <= 0 clears it. The deadline is a timer in a
+// shard's wheel, so it fires within a tick of its time, idle worker or not.
+// If it passes, the jobs the worker holds go back to their queues as
+// retries, as if it had disconnected, and its Waker, if it is an Expirer,
+// hears Expired (from the timer's goroutine, outside every lock); the
+// frontend then Closes the worker from its own goroutine.
+func (w *Worker) ExpectWithin(d time.Duration) {
+	sh := w.deadlineShard()
+	sh.mu.Lock()
+	if d <= 0 {
+		sh.wheel.cancel(&w.deadline)
+	} else {
+		w.deadline.kind, w.deadline.worker = timerDeadline, w
+		sh.wheel.arm(&w.deadline, w.s.deadline(w.s.clock.Now().Add(d)))
+	}
+	w.lapsed = false
+	sh.mu.Unlock()
+}
+
+func (w *Worker) deadlineShard() *shard {
+	return &w.s.shards[w.id&uint64(len(w.s.shards)-1)]
+}
+
+// lapse is what a passed deadline does, unless ExpectWithin moved or
+// cleared it since it fired.
+func (w *Worker) lapse() {
+	sh := w.deadlineShard()
+	sh.mu.Lock()
+	lapsed := w.lapsed
+	w.lapsed = false
+	sh.mu.Unlock()
+	if !lapsed {
+		return
+	}
+	w.takeBack()
+	if e, ok := w.waker.(Expirer); ok {
+		e.Expired()
+	}
+}
+
+// Holding appends the ids of the jobs the worker holds to dst.
+func (w *Worker) Holding(dst []uint64) []uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for j := w.held; j != nil; j = j.wnext {
+		dst = append(dst, j.id)
+	}
+	return dst
+}
+
+// Retry gives back a job the worker holds as a lost attempt: it counts
+// against Config.JobRetries, and fails when they are used up, as when a
+// worker dies holding it. For a worker that says it could not run the job.
+// ErrNotFound means the worker does not hold the job.
+func (w *Worker) Retry(id uint64) error {
+	sh := w.s.shardOf(id)
+	sh.mu.Lock()
+	j := sh.job(id)
+	held := j != nil && j.worker == w && j.state == stateRunning
+	sh.mu.Unlock()
+	if !held {
+		return ErrNotFound
+	}
+	w.s.retry(j, w, false)
+	return nil
+}
+
 // RequeueReq says how a job a worker holds goes back to its queue.
 type RequeueReq struct {
 	// Delay runs the job no earlier than this long from now; 0 = at once.
@@ -515,6 +616,9 @@ type RequeueReq struct {
 	Delay time.Duration
 	// Step is added to the job's counter.
 	Step int64
+	// Front puts the job back at the head of its queue, not the tail (with
+	// no Delay): for a job the worker turned down without starting it.
+	Front bool
 }
 
 // Requeue gives back a job the worker holds, to run again after r.Delay.
@@ -536,14 +640,14 @@ func (w *Worker) Requeue(id uint64, r RequeueReq) error {
 	if r.Delay > 0 {
 		j.more().when = w.s.clock.Wall().Add(r.Delay).Unix()
 	}
-	ended := w.s.putBack(sh, j, r.Delay, &wake)
+	ended := w.s.putBack(sh, j, r.Delay, r.Front, &wake)
 	if !ended && j.background && w.s.durable && (r.Delay > 0 || r.Step != 0) {
 		w.s.store.Put(j.id, w.s.store.Encode(j.record(j.fn.name)), nil) // its new due time and counter
 	}
 	f := j.fn
 	sh.mu.Unlock()
 	if ended {
-		w.s.forgetStored(j)
+		w.s.ended(j)
 	}
 	w.s.wakeAll(sh, f, &wake, nil)
 	return nil
@@ -552,7 +656,7 @@ func (w *Worker) Requeue(id uint64, r RequeueReq) error {
 // putBack returns a running job to its queue, or to the wheel for delay:
 // its worker lets go of it. It reports whether the job ended instead,
 // because a replace made a successor while it ran. Caller holds sh.mu.
-func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, wake *wakeList) (ended bool) {
+func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, front bool, wake *wakeList) (ended bool) {
 	j.stopClock(&sh.wheel)
 	j.release()
 	j.fn.running--
@@ -560,9 +664,15 @@ func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, wake *wakeList) 
 		sh.forget(j)
 		return true
 	}
-	if delay > 0 {
+	switch {
+	case delay > 0:
 		s.placeAt(sh, j, s.deadline(s.clock.Now().Add(delay)), true, wake)
-	} else {
+	case front:
+		j.state = stateQueued
+		j.fn.queues[j.prio].pushFront(j)
+		s.queueClock(sh, j)
+		s.collectSleepers(j.fn, wake)
+	default:
 		s.placeAt(sh, j, 0, false, wake)
 	}
 	return false
@@ -604,7 +714,7 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 	case !j.background && j.nlisteners == 0:
 		s.finish(sh, j) // nobody is waiting for it any more
 	default:
-		s.putBack(sh, j, 0, &wake)
+		s.putBack(sh, j, 0, false, &wake)
 	}
 	done := j.state == stateDone
 	sh.mu.Unlock()
@@ -612,7 +722,7 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 		notifyAll(failed, j.id, &Update{Kind: Fail})
 	}
 	if done {
-		s.forgetStored(j)
+		s.ended(j)
 	}
 	s.wakeAll(sh, f, &wake, nil)
 }

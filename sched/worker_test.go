@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -170,5 +172,134 @@ func TestGrabAttempt(t *testing.T) {
 	w.CanDo([]byte("g"), time.Second)
 	if w.GrabAttempt(&a) == nil || a.Timeout != time.Second || a.When != 0 {
 		t.Fatalf("plain job attempt %+v", a)
+	}
+}
+
+// expirer counts Expired calls.
+type expirer struct {
+	waker
+	expired atomic.Int32
+}
+
+func (e *expirer) Expired() { e.expired.Add(1) }
+
+// A worker's deadline fires within a tick of its time, not before; each
+// ExpectWithin moves it; when it passes, what the worker held goes back as
+// a retry and its Waker hears Expired, once. An idle worker lapses too; a
+// cleared deadline, or a closed worker, never does.
+func TestWorkerDeadline(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, JobRetries: 3})
+	c := s.NewClient(&recorder{})
+	id := submit(t, c, "f", "", "p", Normal, false)
+
+	ew := &expirer{}
+	w := s.NewWorker(ew)
+	w.CanDo([]byte("f"), 0)
+	if j := w.Grab(); j == nil || j.ID() != id {
+		t.Fatal("no job")
+	}
+	w.ExpectWithin(2 * time.Second)
+	s.Advance(clk.pass(1999 * time.Millisecond))
+	w.ExpectWithin(2 * time.Second) // a pulse: due at 3.999 s now
+	s.Advance(clk.pass(1999 * time.Millisecond))
+	if ew.expired.Load() != 0 || len(w.Holding(nil)) != 1 {
+		t.Fatalf("lapsed before its deadline: expired %d, holding %v", ew.expired.Load(), w.Holding(nil))
+	}
+	s.Advance(clk.pass(time.Millisecond))
+	if ew.expired.Load() != 1 || len(w.Holding(nil)) != 0 {
+		t.Fatalf("at its deadline: expired %d, holding %v", ew.expired.Load(), w.Holding(nil))
+	}
+	s.Advance(clk.pass(time.Hour))
+	if ew.expired.Load() != 1 {
+		t.Fatalf("expired %d times", ew.expired.Load())
+	}
+	w.Close()
+	w2 := s.NewWorker(&waker{})
+	w2.CanDo([]byte("f"), 0)
+	if j := w2.Grab(); j == nil || j.ID() != id {
+		t.Fatal("the lapsed worker's job is not back in its queue")
+	}
+
+	idle := &expirer{}
+	wi := s.NewWorker(idle)
+	wi.ExpectWithin(time.Second)
+	cleared := &expirer{}
+	wc := s.NewWorker(cleared)
+	wc.ExpectWithin(time.Second)
+	wc.ExpectWithin(0)
+	closed := &expirer{}
+	wx := s.NewWorker(closed)
+	wx.ExpectWithin(time.Second)
+	wx.Close()
+	s.Advance(clk.pass(time.Second))
+	if idle.expired.Load() != 1 || cleared.expired.Load() != 0 || closed.expired.Load() != 0 {
+		t.Fatalf("expired: idle %d, cleared %d, closed %d", idle.expired.Load(), cleared.expired.Load(), closed.expired.Load())
+	}
+	// A deadline moved after it fired and before its lapse ran: no lapse.
+	wi.ExpectWithin(time.Second)
+	wi.lapsed = true // as the timer leaves it
+	wi.ExpectWithin(time.Second)
+	wi.lapse()
+	if idle.expired.Load() != 1 {
+		t.Fatal("a lapse ran after the worker was heard from")
+	}
+}
+
+// Retry takes a job back as a lost attempt: counted, and failed once the
+// retries are used up. Only the worker holding it may.
+func TestWorkerRetry(t *testing.T) {
+	s := newTest(t, Config{JobRetries: 2})
+	rec := &recorder{}
+	id := submit(t, s.NewClient(rec), "f", "", "p", Normal, false)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	other := s.NewWorker(&waker{})
+	w.Grab()
+	if got := fmt.Sprint(w.Holding(nil)); got != fmt.Sprint([]uint64{id}) {
+		t.Fatalf("holding %s", got)
+	}
+	if err := other.Retry(id); err != ErrNotFound {
+		t.Fatalf("retry by a worker not holding it: %v", err)
+	}
+	if err := w.Retry(id); err != nil {
+		t.Fatal(err)
+	}
+	if j := w.Grab(); j == nil || j.ID() != id {
+		t.Fatal("not back in the queue after one retry")
+	}
+	if err := w.Retry(id); err != nil {
+		t.Fatal(err)
+	}
+	if j := w.Grab(); j != nil {
+		t.Fatal("still queued after its retries were used up")
+	}
+	if got, want := fmt.Sprint(rec.events()), fmt.Sprintf("[%d:%d:]", id, Fail); got != want {
+		t.Fatalf("client heard %s, want %s", got, want)
+	}
+	if err := w.Retry(id); err != ErrNotFound {
+		t.Fatalf("retry of an ended job: %v", err)
+	}
+}
+
+// Requeue with Front puts a job the worker turned down back at the head of
+// its queue, uncounted.
+func TestRequeueFront(t *testing.T) {
+	s := newTest(t, Config{JobRetries: 1})
+	c := s.NewClient(&recorder{})
+	a := submit(t, c, "f", "", "a", Normal, true)
+	submit(t, c, "f", "", "b", Normal, true)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	for i := 0; i < 3; i++ {
+		if j := w.Grab(); j == nil || j.ID() != a {
+			t.Fatalf("round %d: not job a", i)
+		}
+		if err := w.Requeue(a, RequeueReq{Front: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := grabPayload(w) + grabPayload(w); got != "ab" {
+		t.Fatalf("order %q", got)
 	}
 }

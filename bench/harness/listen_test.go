@@ -201,6 +201,46 @@ func TestStartFindsPort(t *testing.T) {
 	}
 }
 
+// TestRestart: the server is killed and another started in its place,
+// listening, whose Usage counts the first one's CPU time.
+func TestRestart(t *testing.T) {
+	t.Setenv(listenEnv, "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := Config{Name: "child", Path: os.Args[0], Args: []string{"-test.run=^$"}}
+	first, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop()
+	before, err := first.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, took, err := first.Restart(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Stop()
+	if first.Alive() == nil || next.Alive() != nil || next.PID() == first.PID() || took <= 0 {
+		t.Fatalf("after the restart: first alive %v, next alive %v, pids %d %d, took %v",
+			first.Alive(), next.Alive(), first.PID(), next.PID(), took)
+	}
+	if c, err := net.DialTimeout("tcp", next.Addr, time.Second); err != nil {
+		t.Fatal(err)
+	} else {
+		c.Close()
+	}
+	own, err := ReadUsage(next.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := next.Usage()
+	if err != nil || after.CPU < own.CPU+before.CPU || after.PeakRSS < before.PeakRSS {
+		t.Errorf("usage %+v before the restart, %+v after, of which the new server's own %+v (%v)", before, after, own, err)
+	}
+}
+
 // TestStartTellsListenersApart: of two listeners, Addr is the one that
 // answers getpid, whichever was opened first, and the other is in Others.
 func TestStartTellsListenersApart(t *testing.T) {

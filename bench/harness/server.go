@@ -34,6 +34,10 @@ type Config struct {
 	// Gearman address is the one that answers the admin command "getpid"
 	// with the server's PID, and the others go to Server.Others.
 	Listeners int
+	// StartTimeout bounds how long the server may take to accept
+	// connections; 0 means 10 s. One that replays a large stored queue
+	// before it listens may need more.
+	StartTimeout time.Duration
 }
 
 // Server is a running server process.
@@ -49,9 +53,11 @@ type Server struct {
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // valid once exited is closed
 	output  *tail
+	prior   Usage // of the servers this one replaced (Restart)
 }
 
-// startTimeout bounds how long a server may take to accept connections.
+// startTimeout bounds how long a server may take to accept connections,
+// unless Config.StartTimeout says otherwise.
 const startTimeout = 10 * time.Second
 
 // Start starts the server, finds the port it listens on and returns once
@@ -79,7 +85,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.waitErr = s.cmd.Wait()
 		close(s.exited)
 	}()
-	if err := s.waitAccepting(ctx, max(cfg.Listeners, 1)); err != nil {
+	timeout := cfg.StartTimeout
+	if timeout == 0 {
+		timeout = startTimeout
+	}
+	if err := s.waitAccepting(ctx, max(cfg.Listeners, 1), timeout); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("%s %s: %w%s", cfg.Name, strings.Join(s.cmd.Args, " "), err, s.outputNote())
 	}
@@ -88,8 +98,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 // waitAccepting waits until the server listens on want addresses, sets
 // Addr, Port and Others, and checks that a connection is accepted at Addr.
-func (s *Server) waitAccepting(ctx context.Context, want int) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+func (s *Server) waitAccepting(ctx context.Context, want int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addrs, err := WaitListening(ctx, s.PID(), s.exited)
 	// A server may open its listeners one after the other.
@@ -156,12 +166,38 @@ func answersGetpid(addr string, pid int) bool {
 // PID is the server's process id.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
-// Usage reads the server's memory and CPU use now.
+// Usage reads the server's memory and CPU use now. After a Restart, CPU
+// includes the time of the servers replaced, and PeakRSS is the highest of
+// them all.
 func (s *Server) Usage() (Usage, error) {
 	if err := s.Alive(); err != nil {
 		return Usage{}, err
 	}
-	return ReadUsage(s.PID())
+	u, err := ReadUsage(s.PID())
+	u.CPU += s.prior.CPU
+	u.PeakRSS = max(u.PeakRSS, s.prior.PeakRSS)
+	return u, err
+}
+
+// Restart kills the server with SIGKILL, as a crash would, starts it again
+// with cfg (on the same data: a durable queue is what it is for), and
+// returns the new server and how long that took from its start to
+// accepting connections. The old one must be running.
+func (s *Server) Restart(ctx context.Context, cfg Config) (*Server, time.Duration, error) {
+	prior, err := s.Usage()
+	if err != nil {
+		return nil, 0, err
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	begin := time.Now()
+	next, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	took := time.Since(begin)
+	next.prior = prior
+	return next, took, nil
 }
 
 // Alive returns an error, with the end of the server's output, if the server

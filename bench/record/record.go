@@ -46,8 +46,10 @@ type Server struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
 	// Args as run ("-p 0": the kernel picks the port; older records have
-	// PORT there). switchyard's end in "--periodic-listen off" for the
-	// Gearman scenarios; its Periodic scenarios have tcp://127.0.0.1:0.
+	// PORT there). switchyard's end in "--periodic-listen off" (and, since
+	// the Worker–Controller scenarios, "--controller-socket off") for the
+	// Gearman scenarios; its Periodic scenarios have tcp://127.0.0.1:0, its
+	// controller ones a main.sock in a fresh directory.
 	Args []string `json:"args"`
 }
 

@@ -108,6 +108,17 @@ func Markdown(s *Series) string {
 		"what the machine allows any server. The `periodic-*` scenarios speak Periodic (Lupino's periodic v0.1.7) and run " +
 		"against switchyard alone: gearmand has no Periodic, and the real periodic server cannot be installed here " +
 		"(its Go modules are not on the module proxy and no distribution packages it), so they have no baseline. " +
+		"The `controller*` scenarios speak the Worker–Controller protocol (`shared/specs/controller.md`) and run against " +
+		"switchyard alone too, started with `--controller-socket` in a fresh directory: gearmand has no such protocol. " +
+		"Their workers, many in the load process, each register on the main socket, listen on their own socket beside it " +
+		"and pulse OK every second with next_pulse 2 s; given a task (SET_TASK), a worker answers OK, sends FETCH_ME at once " +
+		"and hands the payload back as the result of the FETCH that follows: three unix connections a job. " +
+		"The `dwork-*` scenarios speak dwork's hub protocol (frobnitzem/dwork: ZeroMQ REQ sockets, one protobuf QueryMsg a " +
+		"message) and run against switchyard alone, started with `--dwork-listen` on a loopback port: gearmand has no such " +
+		"protocol, so they have no baseline. One client creates a whole DAG, in Creates of up to 4,096 tasks, " +
+		"then hosts (REQ sockets, zmq4's, their writes batched as libzmq does) steal ready tasks and report each batch done " +
+		"in one Transfer until every task is done; the run fails if a task is handed out twice or before its predecessors " +
+		"were reported done. " +
 		"`bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
 	if len(s.Records) == 0 {
 		b.WriteString("No results yet.\n")
@@ -126,7 +137,18 @@ func Markdown(s *Series) string {
 		"`bg` and `queue-1m`, whose jobs/s is the submit rate. Likewise `periodic-submit` and `periodic-delayed-1m` " +
 		"time submit to SUCCESS and give the submit rate; `periodic-run` times submit to JOB_ASSIGN and counts jobs " +
 		"assigned to workers; `periodic-due` times a job's due time (sched_at) to its JOB_ASSIGN, and its jobs/s is " +
-		"the rate at which jobs fell due. RSS is the server's at the end of the load, " +
+		"the rate at which jobs fell due. `controller` times submit to WORK_COMPLETE of Gearman clients' jobs that 64 " +
+		"controller workers run. `controller-pulses` runs no job: 1,000 workers pulse, and its jobs/s is pulses/s, its " +
+		"latency a pulse's round trip (connect to PulseResponse), and its notes the server's CPU per second (`cpu ms per sec`) " +
+		"and per pulse over the measured time: the cost of keeping every worker's next_pulse as an exact deadline. " +
+		"`dwork-wide` runs a root, 100,000 tasks after it and a sink after them all with 4 hosts stealing up to 64 tasks at a " +
+		"time; `dwork-chain` runs a chain of 20,000 tasks, each after the one before, with one host, two round trips a task. " +
+		"Their jobs/s is tasks run per second (first Steal to the last completion), their latency a Steal's round trip (one " +
+		"that got tasks), and their notes the Create rate (`create`), the completions' p99, and for `dwork-wide` the " +
+		"server's RSS with the DAG created and not yet run (`rss created`), less its idle RSS, over the tasks " +
+		"(`rss bytes per task`); their RSS column comes after the run, when the server still remembers every task that " +
+		"ended (for an hour). " +
+		"RSS is the server's at the end of the load, " +
 		"CPU s the server's user+system time during the scenario; `cpu us per job` and `load cpu us per job` " +
 		"in the notes are the server's and the load generator's CPU per job over the part of the run that did the jobs.\n\n")
 

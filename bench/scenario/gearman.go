@@ -97,7 +97,7 @@ var bgDurable = &Scenario{
 
 var queue1MDurable = &Scenario{
 	Name:    "queue-1m-durable",
-	About:   "queue-1m against the durable queues (switchyard -q durable, gearmand -q libsqlite3)",
+	About:   "queue-1m against the durable queues (switchyard -q durable, gearmand -q libsqlite3), with a kill -9 and a restart between the fill and the drain: restart_s is how long the restarted server took to accept connections, its stored jobs back",
 	Uses:    append(bgUses[:len(bgUses):len(bgUses)], "settle"),
 	Durable: true,
 	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
@@ -352,7 +352,25 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 		setExtra(out, "rss_full_mb", megabytes(u.RSS))
 	}
 	if res.finished > 0 && res.err == nil {
-		done, drainTook, err := drain(ctx, t, p, function, res.finished)
+		want := res.finished
+		if t.Restart != nil {
+			next, took, err := t.Restart()
+			if err != nil {
+				return errors.Join(append(errs, fmt.Errorf("restart: %w", err))...)
+			}
+			setExtra(out, "restart_s", took.Seconds())
+			t = next
+			// Every job acknowledged must be back; the drain takes
+			// what is, so that a server that lost some does not make
+			// it wait for them until its timeout.
+			if want, err = load.QueuedJobs(ctx, t.Addr, function); err != nil {
+				return errors.Join(append(errs, fmt.Errorf("after the restart: %w", err))...)
+			}
+			if want != res.finished {
+				errs = append(errs, fmt.Errorf("after the kill and restart, %d of the %d jobs acknowledged are queued", want, res.finished))
+			}
+		}
+		done, drainTook, err := drain(ctx, t, p, function, want)
 		setExtra(out, "drain_jobs_per_s", float64(done)/drainTook.Seconds())
 		setExtra(out, "drain_s", drainTook.Seconds())
 		if err != nil {

@@ -20,6 +20,7 @@ type Params struct {
 	Timeout  time.Duration // bound on a phase that runs to a count (fill, drain)
 	Settle   time.Duration // pause before reading RSS after a drain
 	Delay    time.Duration // how long after its submit a Periodic job is due (whole seconds)
+	Pulse    time.Duration // how often a controller worker pulses OK
 }
 
 // Param describes one field of Params for flags and records.
@@ -44,6 +45,7 @@ var AllParams = []Param{
 	{"timeout", "time bound for filling or draining a queue", func(p *Params) any { return &p.Timeout }},
 	{"settle", "pause before reading RSS after the drain", func(p *Params) any { return &p.Settle }},
 	{"delay", "how long after its submit a Periodic job is due (whole seconds: sched_at counts seconds)", func(p *Params) any { return &p.Delay }},
+	{"pulse", "how often each controller worker pulses OK; its next_pulse is twice that, rounded up to whole seconds", func(p *Params) any { return &p.Pulse }},
 }
 
 // LookupParam finds a Param by name.

@@ -20,8 +20,20 @@ type Target struct {
 	// PeriodicAddr is the server's Periodic listener, for the Periodic
 	// scenarios ("" otherwise).
 	PeriodicAddr string
+	// ControllerSocket is the server's Worker–Controller main socket, for
+	// the controller scenarios ("" otherwise).
+	ControllerSocket string
+	// DworkAddr is the server's dwork listener (HOST:PORT), for the dwork
+	// scenarios ("" otherwise).
+	DworkAddr string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
+	// Restart, set for the durable scenarios, kills the server with
+	// SIGKILL and starts it again on the same data, and returns where it
+	// listens now and how long it took from its start to accepting
+	// connections: the time its stored jobs took to come back. Usage
+	// follows the new server and counts the old one's CPU time too.
+	Restart func() (Target, time.Duration, error)
 }
 
 // Scenario is one named benchmark.
@@ -34,6 +46,13 @@ type Scenario struct {
 	// Periodic runs it against switchyard alone (gearmand has no Periodic),
 	// started with a Periodic listener: Target.PeriodicAddr.
 	Periodic bool
+	// Controller runs it against switchyard alone (gearmand has no
+	// Worker–Controller protocol), started with a main socket in a fresh
+	// directory: Target.ControllerSocket.
+	Controller bool
+	// Dwork runs it against switchyard alone (gearmand has no dwork hub
+	// protocol), started with a dwork listener: Target.DworkAddr.
+	Dwork bool
 	// Durable runs it against the servers' durable queues: switchyard's
 	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
 	// fresh directory.
@@ -67,7 +86,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, bgDurable, queue1MDurable}
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, bgDurable, queue1MDurable}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -1,11 +1,15 @@
 package scenario
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,13 +19,17 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic []string
+	var gearman, echo, periodic, controller, dworks []string
 	for _, s := range All {
 		switch {
 		case s.Echo:
 			echo = append(echo, s.Name)
 		case s.Periodic:
 			periodic = append(periodic, s.Name)
+		case s.Controller:
+			controller = append(controller, s.Name)
+		case s.Dwork:
+			dworks = append(dworks, s.Name)
 		default:
 			gearman = append(gearman, s.Name)
 		}
@@ -34,6 +42,12 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	}
 	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m"}; !reflect.DeepEqual(periodic, want) {
 		t.Errorf("Periodic scenarios %q, want %q", periodic, want)
+	}
+	if want := []string{"controller", "controller-pulses"}; !reflect.DeepEqual(controller, want) {
+		t.Errorf("controller scenarios %q, want %q", controller, want)
+	}
+	if want := []string{"dwork-wide", "dwork-chain"}; !reflect.DeepEqual(dworks, want) {
+		t.Errorf("dwork scenarios %q, want %q", dworks, want)
 	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
@@ -52,8 +66,14 @@ func TestScenarioParams(t *testing.T) {
 			if s.Quick.Duration > s.Full.Duration || s.Quick.Jobs > s.Full.Jobs || s.Quick.Timeout > s.Full.Timeout {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
-			if s.Echo && s.Periodic {
-				t.Error("both an echo and a Periodic scenario")
+			kinds := 0
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork} {
+				if k {
+					kinds++
+				}
+			}
+			if kinds > 1 {
+				t.Error("of more than one kind: echo, Periodic, controller, dwork")
 			}
 		})
 	}
@@ -111,6 +131,14 @@ func TestStepRates(t *testing.T) {
 	}
 }
 
+func TestNextPulse(t *testing.T) {
+	for pulse, want := range map[time.Duration]uint64{time.Second: 2, 200 * time.Millisecond: 1, 1500 * time.Millisecond: 3, time.Nanosecond: 1} {
+		if got := nextPulse(pulse); got != want {
+			t.Errorf("nextPulse(%v) = %d, want %d", pulse, got, want)
+		}
+	}
+}
+
 func TestWholeSeconds(t *testing.T) {
 	if n, err := wholeSeconds(time.Hour); n != 3600 || err != nil {
 		t.Errorf("an hour: %d, %v", n, err)
@@ -141,10 +169,10 @@ func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic boo
 	cfg := harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off"},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--dwork-listen", "off", "--periodic-listen", "off"},
 	}
 	if periodic {
-		cfg.Args[len(cfg.Args)-1] = "tcp://127.0.0.1:0"
+		cfg.Args[slices.Index(cfg.Args, "--periodic-listen")+1] = "tcp://127.0.0.1:0"
 		cfg.Listeners = 2
 	}
 	srv, err := harness.Start(ctx, cfg)
@@ -255,5 +283,157 @@ func TestPeriodicAgainstSwitchyard(t *testing.T) {
 	}
 	if err := srv.Alive(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestControllerAgainstSwitchyard runs the Worker–Controller scenarios
+// against a switchyard with a main socket for a moment with small counts:
+// the workers register, run jobs and pulse against the real controller.
+func TestControllerAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "syb-ctl-") // unix socket paths are short: not t.TempDir
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "main.sock")
+	srv, err := harness.Start(ctx, harness.Config{
+		Name: "switchyard",
+		Path: bin,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--controller-socket", sock},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	target := Target{Addr: srv.Addr, ControllerSocket: sock, Usage: srv.Usage}
+
+	tests := []struct {
+		scenario *Scenario
+		params   Params
+	}{
+		{controllerRun, Params{Clients: 2, Workers: 8, InFlight: 4, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond, Pulse: 200 * time.Millisecond}},
+		{controllerPulses, Params{Workers: 100, Duration: time.Second, Warmup: 200 * time.Millisecond, Pulse: 200 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario.Name, func(t *testing.T) {
+			run := tt.scenario.Run(ctx, target, tt.params)
+			if run.Error != "" {
+				t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+			}
+			if run.Jobs <= 0 || run.JobsPerSec <= 0 || run.Latency.Count != run.Jobs || run.Latency.P50 <= 0 ||
+				run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 || run.Extra["workers"] != float64(tt.params.Workers) {
+				t.Errorf("implausible run: %+v", run)
+			}
+			if tt.scenario == controllerPulses {
+				// 100 workers, 5 pulses a second each, for a second.
+				if run.Jobs < 450 || run.Jobs > 550 {
+					t.Errorf("%d pulses, want about 500", run.Jobs)
+				}
+				if _, ok := run.Extra["cpu_us_per_pulse"]; !ok {
+					t.Errorf("no server CPU per pulse: %v", run.Extra)
+				}
+			}
+		})
+	}
+	// Every worker said SHUTDOWN: the server holds none.
+	if out := adminWorkers(t, srv.Addr); strings.Contains(out, "unix:") {
+		t.Errorf("controller workers left registered:\n%s", out)
+	}
+	if err := srv.Alive(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDworkAgainstSwitchyard runs the dwork scenarios against a
+// switchyard with a dwork listener, with small DAGs: the harness finds the
+// dwork port beside Gearman's, and the DAGs run whole and in order.
+func TestDworkAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := harness.Start(ctx, harness.Config{
+		Name: "switchyard",
+		Path: bin,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin",
+			"--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "tcp://127.0.0.1:0"},
+		Listeners: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if len(srv.Others) != 1 || srv.Others[0] == srv.Addr {
+		t.Fatalf("Gearman at %s, others %v", srv.Addr, srv.Others)
+	}
+	target := Target{Addr: srv.Addr, DworkAddr: srv.Others[0], Usage: srv.Usage}
+
+	tests := []struct {
+		scenario *Scenario
+		params   Params
+		tasks    int64
+	}{
+		{dworkWide, Params{Jobs: 5000, Workers: 3, Grab: 16, Timeout: time.Minute}, 5002},
+		{dworkChain, Params{Jobs: 300, Timeout: time.Minute}, 300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario.Name, func(t *testing.T) {
+			run := tt.scenario.Run(ctx, target, tt.params)
+			if run.Error != "" {
+				t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+			}
+			if run.Jobs != tt.tasks || run.JobsPerSec <= 0 || run.Latency.Count != int64(run.Extra["steals"]) ||
+				run.Latency.P50 <= 0 || run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 || run.Extra["create_jobs_per_s"] <= 0 {
+				t.Errorf("implausible run: %+v", run)
+			}
+			if tt.scenario == dworkWide && run.Extra["rss_bytes_per_task"] == 0 {
+				t.Errorf("no RSS per task: %v", run.Extra)
+			}
+		})
+	}
+	if err := srv.Alive(); err != nil {
+		t.Error(err)
+	}
+}
+
+// adminWorkers returns the server's answer to the admin command "workers".
+func adminWorkers(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("workers\n")); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("workers: %v after %q", err, out.String())
+		}
+		if line == ".\n" {
+			return out.String()
+		}
+		out.WriteString(line)
 	}
 }

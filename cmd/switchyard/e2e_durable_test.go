@@ -7,15 +7,69 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// streamWindow bounds the submissions a stream has sent and not yet seen
+// answered: enough to keep the store's group commit busy, few enough that
+// draining what the server took but never acknowledged stays quick.
+const streamWindow = 256
+
+// pipeline sends requests 0 .. max-1 on c, written by req, with at most
+// streamWindow of them unanswered, while reply reads the answer to each in
+// turn. It returns when every answer has been read, or with the first
+// error: the connection died, or reply refused an answer.
+func pipeline(c net.Conn, max int, req func(w *bufio.Writer, i int), reply func(r *bufio.Reader, i int) error) error {
+	window := make(chan struct{}, streamWindow)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		w := bufio.NewWriter(c)
+		for i := 0; i < max; i++ {
+			select {
+			case window <- struct{}{}:
+			default: // the window is full: send what is buffered, then wait
+				if w.Flush() != nil {
+					return
+				}
+				select {
+				case window <- struct{}{}:
+				case <-quit:
+					return
+				}
+			}
+			req(w, i)
+		}
+		w.Flush()
+	}()
+	r := bufio.NewReader(c)
+	for i := 0; i < max; i++ {
+		if err := reply(r, i); err != nil {
+			return err
+		}
+		<-window
+	}
+	return nil
+}
+
+// badAnswer is a stream's answer that was not an acknowledgement: a bug,
+// where a dead connection is what a kill -9 leaves.
+type badAnswer struct{ error }
 
 // streamSubmits pipelines SUBMIT_JOB_BG for uniques prefix0, prefix1, ...
 // (at most max) and reports each acknowledged one on acked, in order, with
@@ -27,26 +81,15 @@ func streamSubmits(addr, fn, prefix string, max int, acked chan<- [2]string) err
 		return err
 	}
 	defer c.Close()
-	go func() {
-		w := bufio.NewWriter(c)
-		for i := 0; i < max; i++ {
-			body := fn + "\x00" + fmt.Sprint(prefix, i) + "\x00payload"
-			var h [12]byte
-			copy(h[:], "\x00REQ")
-			binary.BigEndian.PutUint32(h[4:], pSubmitJobBg)
-			binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
-			w.Write(h[:])
-			w.WriteString(body)
-			if i%64 == 63 {
-				if w.Flush() != nil {
-					return
-				}
-			}
-		}
-		w.Flush()
-	}()
-	r := bufio.NewReader(c)
-	for i := 0; i < max; i++ {
+	return pipeline(c, max, func(w *bufio.Writer, i int) {
+		body := fn + "\x00" + fmt.Sprint(prefix, i) + "\x00payload"
+		var h [12]byte
+		copy(h[:], "\x00REQ")
+		binary.BigEndian.PutUint32(h[4:], pSubmitJobBg)
+		binary.BigEndian.PutUint32(h[8:], uint32(len(body)))
+		w.Write(h[:])
+		w.WriteString(body)
+	}, func(r *bufio.Reader, i int) error {
 		var h [12]byte
 		if _, err := io.ReadFull(r, h[:]); err != nil {
 			return err
@@ -56,11 +99,42 @@ func streamSubmits(addr, fn, prefix string, max int, acked chan<- [2]string) err
 			return err
 		}
 		if typ := binary.BigEndian.Uint32(h[4:]); typ != pJobCreated {
-			return fmt.Errorf("submit %d answered type %d %q", i, typ, body)
+			return badAnswer{fmt.Errorf("submit %d answered type %d %q", i, typ, body)}
 		}
 		acked <- [2]string{fmt.Sprint(prefix, i), string(body)}
+		return nil
+	})
+}
+
+// streamPeriodicSubmits pipelines Periodic SUBMIT_JOBs of jobs named
+// prefix0, prefix1, ... (at most max) and reports each one answered
+// SUCCESS on acked, in order (Periodic gives no handle). It stops when the
+// connection dies; the error is why.
+func streamPeriodicSubmits(addr, fn, prefix string, max int, acked chan<- [2]string) error {
+	defer close(acked)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer c.Close()
+	if _, err := c.Write(perFrame(perReqMagic, []byte{perTypeClient})); err != nil {
+		return err
+	}
+	return pipeline(c, max, func(w *bufio.Writer, i int) {
+		job := perMarshalJob(perJob{Name: fmt.Sprint(prefix, i), Func: fn, Workload: "payload"})
+		w.Write(perFrame(perReqMagic, perRequest(strconv.Itoa(i), perSubmitJob, job)))
+	}, func(r *bufio.Reader, i int) error {
+		payload, err := perReadFrame(r, perResMagic, perReadLimit)
+		if err != nil {
+			return err
+		}
+		rep, err := perParseReply(payload)
+		if err != nil || rep.msgID != strconv.Itoa(i) || string(rep.body) != string([]byte{perSuccess}) {
+			return badAnswer{fmt.Errorf("SUBMIT_JOB %d answered %v (%v)", i, rep, err)}
+		}
+		acked <- [2]string{fmt.Sprint(prefix, i), ""}
+		return nil
+	})
 }
 
 // drain runs every queued job of fn to completion and returns unique ->
@@ -86,6 +160,36 @@ func drain(t *testing.T, addr, fn string) map[string]string {
 		got[a[2]] = a[0]
 		w.send(pWorkComplete, a[0], "done")
 	}
+}
+
+// drainPeriodic runs every queued Periodic job of fn to completion (a
+// worker grabs as many as STATUS counts, pipelined, and WORK_DONEs each)
+// and returns name -> job id, failing on a job handed out twice or on one
+// left afterwards.
+func drainPeriodic(t *testing.T, n perNet, fn string) map[string]string {
+	t.Helper()
+	c := dialPerClient(t, n)
+	m, raw := c.status()
+	if m[fn].processing != 0 {
+		t.Fatalf("STATUS %q right after the start: jobs of %s running", raw, fn)
+	}
+	w := dialPerWorker(t, n, "drainer", fn)
+	jobs := m[fn].jobs
+	for i := range jobs {
+		w.grab(fmt.Sprint("g", i))
+	}
+	got := map[string]string{}
+	for range jobs {
+		a := w.expectAssign(perReplyTimeout)
+		if _, dup := got[a.job.Name]; dup {
+			t.Fatalf("job %s handed out twice", a.job.Name)
+		}
+		got[a.job.Name] = a.handle
+		w.workDone(a.handle)
+	}
+	w.ping()
+	c.waitJobs(fn, 0, 0)
+	return got
 }
 
 // A clean restart keeps every background job under its handle.
@@ -120,44 +224,428 @@ func TestE2EDurableRestart(t *testing.T) {
 	}
 }
 
-// kill -9 in the middle of a stream of submissions, 20 times: every job
-// that was acknowledged runs exactly once afterwards, under its handle;
-// jobs the server took but did not acknowledge may run too.
+// killServer is a server of the kill -9 loop: its Gearman address and,
+// if it has one, its Periodic listener.
+type killServer struct {
+	*serverProc
+	periodic perNet
+}
+
+// killSource is one stream of submissions in killLoop.
+type killSource struct {
+	name string
+	// stream submits jobs named prefix0, prefix1, ... (at most max) and
+	// reports each acknowledged one on acked, with its handle if the
+	// protocol gives one, until the connection dies.
+	stream func(srv *killServer, prefix string, max int, acked chan<- [2]string) error
+	// drain runs every queued job to completion and returns name ->
+	// handle, failing on a job handed out twice.
+	drain func(t *testing.T, srv *killServer) map[string]string
+}
+
+var (
+	gearmanKillSource = killSource{
+		name: "gearman",
+		stream: func(srv *killServer, prefix string, max int, acked chan<- [2]string) error {
+			return streamSubmits(srv.addr, "kill9", prefix, max, acked)
+		},
+		drain: func(t *testing.T, srv *killServer) map[string]string { return drain(t, srv.addr, "kill9") },
+	}
+	periodicKillSource = killSource{
+		name: "periodic",
+		stream: func(srv *killServer, prefix string, max int, acked chan<- [2]string) error {
+			return streamPeriodicSubmits(srv.periodic.addr, "pkill9", prefix, max, acked)
+		},
+		drain: func(t *testing.T, srv *killServer) map[string]string { return drainPeriodic(t, srv.periodic, "pkill9") },
+	}
+)
+
+// killLoop kills the server with SIGKILL in the middle of the sources'
+// streams of submissions, rounds times, each time after more
+// acknowledgements (counted over every source), and restarts it with
+// start: every job that was acknowledged runs exactly once afterwards,
+// under its handle; jobs the server took but did not acknowledge may run
+// too, but no job of an earlier round, which ran then, runs again.
+func killLoop(t *testing.T, rounds int, start func() *killServer, sources ...killSource) {
+	t.Helper()
+	srv := start()
+	for round := range rounds {
+		prefixes := make([]string, len(sources))
+		type ack struct {
+			src       int
+			name, hnd string
+		}
+		acks := make(chan ack, 1024)
+		errs := make([]error, len(sources))
+		var wg sync.WaitGroup
+		for i, src := range sources {
+			prefixes[i] = fmt.Sprintf("%s-r%d-", src.name, round)
+			one := make(chan [2]string, 1024)
+			wg.Add(2)
+			go func() { defer wg.Done(); errs[i] = src.stream(srv, prefixes[i], 20000, one) }()
+			go func() {
+				defer wg.Done()
+				for a := range one {
+					acks <- ack{i, a[0], a[1]}
+				}
+			}()
+		}
+		go func() { wg.Wait(); close(acks) }()
+
+		acked := make([]map[string]string, len(sources))
+		for i := range acked {
+			acked[i] = map[string]string{}
+		}
+		// The kill comes after killAt acknowledgements, and once every
+		// source has had some.
+		total, killed := 0, false
+		killAt := 50 + round*37
+		for a := range acks {
+			acked[a.src][a.name] = a.hnd
+			total++
+			if !killed && total >= killAt && !slices.ContainsFunc(acked, func(m map[string]string) bool { return len(m) == 0 }) {
+				srv.cmd.Process.Signal(syscall.SIGKILL)
+				<-srv.done
+				killed = true
+			}
+		}
+		// acks is closed: every stream has ended, and errs is theirs.
+		for i, err := range errs {
+			if _, bad := err.(badAnswer); bad {
+				t.Fatalf("round %d, %s: %v", round, sources[i].name, err)
+			}
+		}
+		if !killed {
+			t.Fatalf("round %d: the streams ended after %d acknowledgements, before the kill (%v)", round, total, errs)
+		}
+
+		srv = start()
+		for i, src := range sources {
+			got := src.drain(t, srv)
+			for name, h := range acked[i] {
+				if g, ok := got[name]; !ok || (h != "" && g != h) {
+					t.Fatalf("round %d: acknowledged %s job %s (%q) came back as %q, %v", round, src.name, name, h, g, ok)
+				}
+			}
+			for name := range got {
+				if !strings.HasPrefix(name, prefixes[i]) {
+					t.Fatalf("round %d: %s job %s of an earlier round ran again", round, src.name, name)
+				}
+			}
+			t.Logf("round %d, %s: %d acknowledged, %d ran", round, src.name, len(acked[i]), len(got))
+		}
+	}
+}
+
+// kill -9 in the middle of a stream of Gearman background submissions, 20
+// times: see killLoop.
 func TestE2EDurableKill9(t *testing.T) {
 	t.Parallel()
 	if isGearmand(t) {
 		t.Skip("gearmand's builtin queue keeps nothing across a restart")
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	srv := startServerProc(t, "--data-dir", data)
-	for round := 0; round < 20; round++ {
-		prefix := fmt.Sprintf("r%d-", round)
-		acked := make(chan [2]string, 1024)
-		streamErr := make(chan error, 1)
-		go func() { streamErr <- streamSubmits(srv.addr, "kill9", prefix, 20000, acked) }()
-		ack := map[string]string{}
-		killAt := 50 + round*37 // acknowledgements before the kill
-		for a := range acked {
-			ack[a[0]] = a[1]
-			if len(ack) == killAt {
-				srv.cmd.Process.Signal(syscall.SIGKILL)
-				<-srv.done
+	killLoop(t, 20, func() *killServer {
+		return &killServer{serverProc: startServerProc(t, "--data-dir", data)}
+	}, gearmanKillSource)
+}
+
+// The same with Periodic SUBMIT_JOBs (acknowledged by SUCCESS) streamed
+// beside the Gearman ones, into the same store: every job answered SUCCESS
+// is grabbed by a Periodic worker, once, after the restart.
+func TestE2EDurableKill9Periodic(t *testing.T) {
+	t.Parallel()
+	skipPeriodic(t)
+	data := filepath.Join(t.TempDir(), "data")
+	killLoop(t, 20, func() *killServer {
+		srv, others := startServerPorts(t, 2, "--data-dir", data, "--periodic-listen", "tcp://127.0.0.1:0")
+		ks := &killServer{serverProc: srv, periodic: perNet{"tcp", others[0]}}
+		waitPeriodicUp(t, srv, ks.periodic)
+		return ks
+	}, periodicKillSource, gearmanKillSource)
+}
+
+// fullDisk is a way to make the server's disk writes fail.
+type fullDisk struct {
+	name string
+	// dataDir returns the directory for the store, on the disk that
+	// fill fills (or skips the test, saying why).
+	dataDir func(t *testing.T) string
+	// fill makes the running server's writes to dir fail; empty makes
+	// them succeed again.
+	fill, empty func(t *testing.T, srv *serverProc, dir string)
+	errText     string // in the error the store reports
+}
+
+var fullDisks = []fullDisk{
+	{
+		// A real full file system: an 8 MB tmpfs, filled up by a file of
+		// the test's. Needs the right to mount (root, outside a container
+		// that forbids it).
+		name: "tmpfs",
+		dataDir: func(t *testing.T) string {
+			mnt := t.TempDir()
+			if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
+				t.Skipf("cannot mount a tmpfs on %s (%v): this case needs root where mounts are allowed; rlimit-fsize covers the same path", mnt, err)
+			}
+			t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+			return filepath.Join(mnt, "data")
+		},
+		fill: func(t *testing.T, _ *serverProc, dir string) {
+			f, err := os.Create(filepath.Join(filepath.Dir(dir), "filler"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := f.Write(buf); err != nil {
+					if !errors.Is(err, syscall.ENOSPC) {
+						t.Fatalf("filling the tmpfs: %v", err)
+					}
+					return
+				}
+			}
+		},
+		empty: func(t *testing.T, _ *serverProc, dir string) {
+			if err := os.Remove(filepath.Join(filepath.Dir(dir), "filler")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		errText: "no space left on device",
+	},
+	{
+		// The server's RLIMIT_FSIZE set to 0: no file of its grows, and
+		// writes fail with EFBIG (Go ignores SIGXFSZ). Works anywhere.
+		name:    "rlimit-fsize",
+		dataDir: func(t *testing.T) string { return filepath.Join(t.TempDir(), "data") },
+		fill: func(t *testing.T, srv *serverProc, _ string) {
+			setFileSizeLimit(t, srv, 0)
+		},
+		empty: func(t *testing.T, srv *serverProc, _ string) {
+			setFileSizeLimit(t, srv, unix.RLIM_INFINITY)
+		},
+		errText: "file too large",
+	},
+}
+
+// setFileSizeLimit sets the server's soft RLIMIT_FSIZE (bytes), under a
+// hard limit of infinity (root may raise it; it is the default).
+func setFileSizeLimit(t *testing.T, srv *serverProc, limit uint64) {
+	t.Helper()
+	var old unix.Rlimit
+	if err := unix.Prlimit(srv.cmd.Process.Pid, unix.RLIMIT_FSIZE, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Prlimit(srv.cmd.Process.Pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: old.Max}, nil); err != nil {
+		t.Fatalf("RLIMIT_FSIZE %d (hard %d): %v", limit, old.Max, err)
+	}
+}
+
+// A full disk: submits that need it are refused with the protocol's error
+// (Gearman: ERROR QUEUE_ERROR, Periodic: the error's text), nothing
+// refused is acknowledged, and the server goes on serving. The store stays
+// stopped once the disk has room again (Pebble cannot go on after a failed
+// write; see README "Durable queue") until a restart, after which every
+// job acknowledged before is there, and submits are taken again.
+func TestE2EDurableFullDisk(t *testing.T) {
+	t.Parallel()
+	skipPeriodic(t)
+	for _, fd := range fullDisks {
+		t.Run(fd.name, func(t *testing.T) {
+			t.Parallel()
+			data := fd.dataDir(t)
+			start := func() (*serverProc, perNet) {
+				srv, others := startServerPorts(t, 2, "--data-dir", data, "--periodic-listen", "tcp://127.0.0.1:0")
+				pn := perNet{"tcp", others[0]}
+				waitPeriodicUp(t, srv, pn)
+				return srv, pn
+			}
+			srv, pn := start()
+			c := dialGear(t, srv.addr, "client")
+			pc := dialPerClient(t, pn)
+			acked := map[string]string{}
+			for i := range 5 {
+				u := fmt.Sprint("before-", i)
+				acked[u] = c.submit(pSubmitJobBg, "full", u, "x")
+			}
+			packed := []string{"pbefore-0", "pbefore-1"}
+			for _, name := range packed {
+				pc.submit(perJob{Name: name, Func: "pfull", Workload: "x"})
+			}
+
+			fd.fill(t, srv, data)
+			// Submits of 8 KiB until one is refused: a few may still fit
+			// in what the store's files hold already.
+			payload := strings.Repeat("p", 8<<10)
+			var refused packet
+			for i := 0; ; i++ {
+				if i == 1000 {
+					t.Fatalf("1000 submits of 8 KiB acknowledged on a full disk")
+				}
+				u := fmt.Sprint("full-", i)
+				c.send(pSubmitJobBg, "full", u, payload)
+				p := c.recv(10 * time.Second)
+				if p.typ == pJobCreated {
+					acked[u] = string(p.body)
+					continue
+				}
+				refused = p
+				break
+			}
+			wantError := func(what string, p packet, text ...string) {
+				t.Helper()
+				a := p.args()
+				if p.typ != pError || len(a) != 2 || a[0] != "QUEUE_ERROR" {
+					t.Fatalf("%s answered %v, want ERROR QUEUE_ERROR", what, p)
+				}
+				for _, s := range text {
+					if !strings.Contains(a[1], s) {
+						t.Errorf("%s: ERROR %q does not say %q", what, a[1], s)
+					}
+				}
+			}
+			wantError("the submit on a full disk", refused, fd.errText, data)
+			t.Logf("%d submits acknowledged, then %q", len(acked), refused.args()[1])
+			wantPeriodicError := func(what, name string) {
+				t.Helper()
+				r := pc.call(perSubmitJob, perMarshalJob(perJob{Name: name, Func: "pfull", Workload: "x"}))
+				if string(r.body) == string([]byte{perSuccess}) || !strings.Contains(string(r.body), fd.errText) {
+					t.Errorf("%s: SUBMIT_JOB answered %v, want the store's error", what, r)
+				}
+			}
+			wantPeriodicError("Periodic on a full disk", "pfull-0")
+
+			// The server goes on: a foreground job (which needs no disk)
+			// runs, and the next background submit is refused in turn.
+			w := dialGear(t, srv.addr, "worker")
+			w.send(pCanDo, "fg")
+			c.send(pSubmitJob, "fg", "", "in memory")
+			if p := c.recv(10 * time.Second); p.typ != pJobCreated {
+				t.Fatalf("a foreground submit answered %v", p)
+			}
+			a := w.grabJob(10 * time.Second)
+			w.send(pWorkComplete, a[0], "done")
+			c.expect(pWorkComplete, a[0]+"\x00done")
+			c.send(pSubmitJobBg, "full", "after", "x")
+			wantError("the next submit", c.recv(10*time.Second), fd.errText, "restart")
+
+			// Room again: the store stays stopped until a restart.
+			fd.empty(t, srv, data)
+			c.send(pSubmitJobBg, "full", "room", "x")
+			wantError("a submit once the disk has room", c.recv(10*time.Second), fd.errText, "restart")
+			wantPeriodicError("Periodic once the disk has room", "pfull-1")
+			if out := srv.stderr.String(); strings.Contains(out, "panic") {
+				t.Fatalf("the server's log mentions a panic:\n%s", tail(out, 8<<10))
+			}
+			waitUntil(t, e2eWaitTimeout, "the store's failure in the log", func() (bool, string) {
+				out := srv.stderr.String()
+				return regexp.MustCompile(`error\s+the job store takes no more writes.*` + regexp.QuoteMeta(fd.errText)).MatchString(out), out
+			})
+
+			srv.cmd.Process.Signal(syscall.SIGTERM)
+			if code, ok := srv.exited(e2eWaitTimeout); !ok || code != 0 {
+				t.Fatalf("after SIGTERM: exited %v, status %d", ok, code)
+			}
+			srv, pn = start()
+			got := drain(t, srv.addr, "full")
+			for u, h := range acked {
+				if got[u] != h {
+					t.Errorf("acknowledged job %s (%s) came back as %q", u, h, got[u])
+				}
+			}
+			// Refused once the store had stopped, so never written. (The
+			// first refused one may have reached the disk.)
+			for _, u := range []string{"after", "room"} {
+				if h, ok := got[u]; ok {
+					t.Errorf("refused job %s ran, as %s", u, h)
+				}
+			}
+			pgot := drainPeriodic(t, pn, "pfull")
+			for _, name := range packed {
+				if _, ok := pgot[name]; !ok {
+					t.Errorf("acknowledged Periodic job %s lost", name)
+				}
+			}
+			for _, name := range []string{"pfull-0", "pfull-1"} {
+				if _, ok := pgot[name]; ok {
+					t.Errorf("refused Periodic job %s ran", name)
+				}
+			}
+			c = dialGear(t, srv.addr, "client")
+			c.submit(pSubmitJobBg, "full", "restarted", "x")
+		})
+	}
+}
+
+// A damaged store stops the start: the server exits 1, before it listens,
+// with an error naming the directory and what is wrong, at every start,
+// and never comes up with an empty queue in its place. The jobs are in an
+// sstable (the store was reopened once), as on a server that has run.
+func TestE2EDurableCorruptStore(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand's builtin queue keeps nothing across a restart")
+	}
+	// damage changes the files of the store in dir matching glob: f
+	// returns the new content, or nil to remove the file.
+	damage := func(glob string, f func([]byte) []byte) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			names, _ := filepath.Glob(filepath.Join(dir, glob))
+			if len(names) == 0 {
+				t.Fatalf("no %s in %s", glob, dir)
+			}
+			for _, n := range names {
+				b, err := os.ReadFile(n)
+				if err == nil {
+					if b = f(b); b == nil {
+						err = os.Remove(n)
+					} else {
+						err = os.WriteFile(n, b, 0o644)
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		if err := <-streamErr; err == nil && len(ack) < killAt {
-			t.Fatalf("round %d: the stream ended after %d acknowledgements", round, len(ack))
-		}
-		srv = startServerProc(t, "--data-dir", data)
-		got := drain(t, srv.addr, "kill9")
-		for u, h := range ack {
-			if got[u] != h {
-				t.Fatalf("round %d: acknowledged job %s (%s) came back as %q", round, u, h, got[u])
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		want   string // in the error, beside the directory
+	}{
+		{"manifest garbage", damage("MANIFEST-*", func([]byte) []byte { return []byte("not a manifest") }), "malformed manifest"},
+		{"current lost", damage("CURRENT", func([]byte) []byte { return nil }), "no CURRENT file"},
+		{"sstable truncated", damage("*.sst", func(b []byte) []byte { return b[:len(b)/2] }), ".sst"},
+		{"sstable damaged", damage("*.sst", func(b []byte) []byte { b[len(b)/3] ^= 0xff; return b }), "checksum mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			data := filepath.Join(t.TempDir(), "data")
+			srv := startServerProc(t, "--data-dir", data)
+			c := dialGear(t, srv.addr, "client")
+			for i := range 20 {
+				c.submit(pSubmitJobBg, "corrupt", fmt.Sprint("u", i), "x")
 			}
-		}
-		for u := range got {
-			if !strings.HasPrefix(u, prefix) {
-				t.Fatalf("round %d: job %s of an earlier round ran again", round, u)
+			srv.stop()
+			startServerProc(t, "--data-dir", data).stop() // the log goes to an sstable
+			tc.damage(t, data)
+			for try := 1; try <= 2; try++ {
+				s := launchServer(t, serverBinary(t), "--data-dir", data)
+				code, ok := s.exited(e2eWaitTimeout)
+				out := s.stderr.String()
+				if !ok || code != 1 || !strings.Contains(out, data) || !strings.Contains(out, tc.want) {
+					t.Fatalf("start %d on the damaged store: exited %v, status %d, output:\n%s\nwant status 1 and an error naming %s and %q",
+						try, ok, code, out, data, tc.want)
+				}
+				if strings.Contains(out, "listening") {
+					t.Fatalf("start %d: the server listened before it failed:\n%s", try, out)
+				}
+				if try == 1 {
+					t.Logf("%s", out)
+				}
 			}
-		}
+		})
 	}
 }

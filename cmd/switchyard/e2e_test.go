@@ -57,7 +57,7 @@ const (
 	e2eProcTimeout = 60 * time.Second
 
 	// e2eInstallCmd is what to run when a client is missing.
-	e2eInstallCmd = "apt-get install -y gearman-tools libgearman-dev libgearman-client-perl gcc openssl"
+	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler"
 )
 
 var (
@@ -239,7 +239,13 @@ func startServerProc(t *testing.T, extraArgs ...string) *serverProc {
 // n-1 addresses (the Periodic listeners) are returned, sorted.
 func startServerPorts(t *testing.T, n int, extraArgs ...string) (*serverProc, []string) {
 	t.Helper()
-	s := launchServer(t, serverBinary(t), extraArgs...)
+	return startBinaryPorts(t, serverBinary(t), n, extraArgs...)
+}
+
+// startBinaryPorts is startServerPorts for the server binary bin.
+func startBinaryPorts(t *testing.T, bin string, n int, extraArgs ...string) (*serverProc, []string) {
+	t.Helper()
+	s := launchServer(t, bin, extraArgs...)
 	cmd := s.cmd
 
 	fail := func(format string, a ...any) {
@@ -308,7 +314,8 @@ func startServerPorts(t *testing.T, n int, extraArgs ...string) (*serverProc, []
 }
 
 // launchServer starts bin listening on 127.0.0.1 with -p 0 and extraArgs
-// (and, for switchyard, no Periodic listener unless extraArgs name one),
+// (and, for switchyard, no Periodic, Worker-Controller or dwork listener
+// unless extraArgs name one),
 // logging to the returned serverProc's stderr buffer, and stops it when the
 // test ends (printing its output if the test failed).
 func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
@@ -337,6 +344,14 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	// not contend for that port.
 	if filepath.Base(bin) != "gearmand" && !hasPeriodicListen(extraArgs) {
 		args = append(args, "--periodic-listen", "off")
+	}
+	// Nor the Worker-Controller socket, by default in /run/switchyard.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--controller-socket") }) {
+		args = append(args, "--controller-socket", "off")
+	}
+	// Nor dwork, by default on tcp://*:6125.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--dwork-listen") }) {
+		args = append(args, "--dwork-listen", "off")
 	}
 	// The durable queue, switchyard's default, in the test's directory
 	// unless the test names one.

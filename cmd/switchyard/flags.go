@@ -54,12 +54,15 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"switchyard/engine/dwork"
 	"switchyard/sched/durable"
+	"switchyard/sched/sqlite"
 )
 
 const (
@@ -77,6 +80,13 @@ const (
 	defaultShutdownTimeout = 30 * time.Second
 	// defaultPeriodicListen is the real Periodic server's TCP port.
 	defaultPeriodicListen = "tcp://0.0.0.0:5000"
+	// defaultControllerSocket is the Worker–Controller main socket; the
+	// workers' sockets go beside it.
+	defaultControllerSocket = "/run/switchyard/controller.sock"
+	defaultControllerFunc   = "controller"
+	// defaultDworkListen is the port dwork's hub binds (its ROUTER socket).
+	defaultDworkListen = "tcp://*:6125"
+	defaultDworkFunc   = "dwork"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -110,7 +120,10 @@ type options struct {
 	KeepaliveInterval int           // --keepalive-interval, seconds; -1 (default) = the system's
 	KeepaliveCount    int           // --keepalive-count; -1 (default) = the system's
 	User              string        // -u/--user
-	QueueType         string        // -q/--queue-type: "durable" (default, the embedded store) or "builtin" (memory only), lower case
+	QueueType         string        // -q/--queue-type: "durable" (default, the embedded store), "builtin" (memory only) or "libsqlite3" (gearmand's SQLite table), lower case
+	SqliteDB          string        // --libsqlite3-db: the database file of -q libsqlite3
+	SqliteTable       string        // --libsqlite3-table, default gearman_queue
+	StoreOnShutdown   bool          // --store-queue-on-shutdown: -q libsqlite3 writes its table only at shutdown
 	DataDir           string        // --data-dir (ours): where the durable queue lives
 	Fsync             string        // --fsync (ours): always, batch or never
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
@@ -120,6 +133,10 @@ type options struct {
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
 	PeriodicListen    []string      // --periodic-listen (ours, repeatable): tcp://HOST:PORT or unix:///path; nil = defaultPeriodicListen; empty = off
+	ControllerSocket  string        // --controller-socket (ours): the Worker–Controller main socket; "" = defaultControllerSocket; "off"
+	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
+	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkListen; empty = off
+	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -182,11 +199,13 @@ const (
 	gRedis     = "redis"
 	gMySQL     = "MySQL"
 	gPeriodic  = "Periodic (switchyard only)"
+	gCtl       = "Worker-Controller (switchyard only)"
+	gDwork     = "dwork (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork}
 
-const noQueue = "only the builtin and durable queues are supported"
+const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
 // optTable lists every option in the order of gearmand's help.
 var optTable = []*optDef{
@@ -249,7 +268,7 @@ var optTable = []*optDef{
 		help: "When the durable queue forces writes to disk: 'batch' (one fsync for every job that arrived meanwhile, before they are acknowledged), 'always' (one fsync per job) or 'never' (the kernel decides; a machine crash may lose acknowledged jobs). switchyard only.",
 		set:  setFsync},
 	{long: "queue-type", short: 'q', value: true, dflt: defaultQueueType, group: gGeneral,
-		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart) or 'builtin' (memory only, as gearmand's builtin).",
+		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart), 'builtin' (memory only, as gearmand's builtin) or 'libsqlite3' (gearmand's SQLite queue: the same file and table, see --libsqlite3-db).",
 		set:  setString(func(o *options) *string { return &o.QueueType })},
 	{long: "config-file", value: true, dflt: "/etc/gearmand.conf", group: gGeneral,
 		help: "Can be specified with '@name', too. It holds options written as on the command line, separated by spaces or newlines; the command line wins. The default file is read only if it exists.",
@@ -316,9 +335,12 @@ var optTable = []*optDef{
 	{long: "libmemcached-servers", value: true, group: gMemcached, help: "Ignored.", ignored: noQueue},
 	{long: "libmemcached-prefix", value: true, dflt: "gear_", group: gMemcached, help: "Ignored.", ignored: noQueue},
 
-	{long: "libsqlite3-db", value: true, group: gSqlite, help: "Ignored.", ignored: noQueue},
-	{long: "store-queue-on-shutdown", group: gSqlite, help: "Ignored.", ignored: noQueue},
-	{long: "libsqlite3-table", value: true, dflt: "gearman_queue", group: gSqlite, help: "Ignored.", ignored: noQueue},
+	{long: "libsqlite3-db", value: true, group: gSqlite, help: "Database file to use.",
+		set: setString(func(o *options) *string { return &o.SqliteDB })},
+	{long: "store-queue-on-shutdown", group: gSqlite, help: "Store queue on shutdown: the table is written only when the server stops, and a crash loses the jobs queued since it started.",
+		set: setBool(func(o *options) *bool { return &o.StoreOnShutdown })},
+	{long: "libsqlite3-table", value: true, dflt: "gearman_queue", group: gSqlite, help: "Table to use.",
+		set: setString(func(o *options) *string { return &o.SqliteTable })},
 
 	{long: "libpq-conninfo", value: true, group: gPostgres, help: "Ignored.", ignored: noQueue},
 	{long: "libpq-table", value: true, dflt: "queue", group: gPostgres, help: "Ignored.", ignored: noQueue},
@@ -339,6 +361,20 @@ var optTable = []*optDef{
 	{long: "periodic-listen", value: true, multi: true, dflt: defaultPeriodicListen, group: gPeriodic,
 		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
 		set:  setPeriodicListen},
+
+	{long: "controller-socket", value: true, dflt: defaultControllerSocket, group: gCtl,
+		help: "The Worker-Controller protocol's main socket, or 'off'. Its directory is made if missing and holds the workers' sockets (WORKER_ID.sock); stale ones are removed at start. If the default path cannot be used, the protocol is off, with a warning.",
+		set:  setControllerSocket},
+	{long: "controller-func", value: true, multi: true, dflt: defaultControllerFunc, group: gCtl,
+		help: "A function that Worker-Controller workers serve: its jobs, from any protocol, are pushed to them as tasks. Give it again for more.",
+		set:  setControllerFunc},
+
+	{long: "dwork-listen", value: true, multi: true, dflt: defaultDworkListen, group: gDwork,
+		help: "Serve dwork's hub protocol (a ZeroMQ ROUTER socket) on tcp://HOST:PORT; HOST * is every address, PORT * or 0 one the kernel picks. Give it again for more addresses, or 'off' for none.",
+		set:  setDworkListen},
+	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
+		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
+		set:  setDworkFunc},
 }
 
 var (
@@ -459,6 +495,24 @@ func setFsync(s *parseState, v string) error {
 	return nil
 }
 
+func setControllerSocket(s *parseState, v string) error {
+	if v == "" {
+		return errInvalid
+	}
+	s.o.ControllerSocket = v
+	return nil
+}
+
+func setControllerFunc(s *parseState, v string) error {
+	if v == "" {
+		return usagef("the argument ('') for option '--controller-func' is invalid: a function has a name")
+	}
+	if !slices.Contains(s.o.ControllerFuncs, v) {
+		s.o.ControllerFuncs = append(s.o.ControllerFuncs, v)
+	}
+	return nil
+}
+
 func setPeriodicListen(s *parseState, v string) error {
 	if v == "off" {
 		if len(s.o.PeriodicListen) > 0 {
@@ -479,6 +533,35 @@ func setPeriodicListen(s *parseState, v string) error {
 		}
 	}
 	s.o.PeriodicListen = append(s.o.PeriodicListen, v)
+	return nil
+}
+
+func setDworkListen(s *parseState, v string) error {
+	if v == "off" {
+		if len(s.o.DworkListen) > 0 {
+			return usagef("the argument ('off') for option '--dwork-listen' cannot be combined with addresses")
+		}
+		s.o.DworkListen = []string{}
+		return nil
+	}
+	if s.o.DworkListen != nil && len(s.o.DworkListen) == 0 {
+		return usagef("the argument ('%s') for option '--dwork-listen' cannot be combined with 'off'", v)
+	}
+	if _, err := dwork.ListenAddr(v); err != nil {
+		return usagef("the argument ('%s') for option '--dwork-listen' is invalid: %v", v, err)
+	}
+	if slices.Contains(s.o.DworkListen, v) {
+		return usagef("the argument ('%s') for option '--dwork-listen' is given twice", v)
+	}
+	s.o.DworkListen = append(s.o.DworkListen, v)
+	return nil
+}
+
+func setDworkFunc(s *parseState, v string) error {
+	if v == "" {
+		return usagef("the argument ('') for option '--dwork-func' is invalid: a function has a name")
+	}
+	s.o.DworkFunc = v
 	return nil
 }
 
@@ -860,6 +943,7 @@ func defaultOptions() *options {
 		QueueType:         defaultQueueType,
 		DataDir:           defaultDataDir,
 		Fsync:             defaultFsync,
+		SqliteTable:       sqlite.DefaultTable,
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
 		FunctionTTL:       time.Hour,
@@ -918,10 +1002,10 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 		return nil, usagef("hashtable-buckets has to be greater than 0")
 	}
 	switch q := strings.ToLower(o.QueueType); q {
-	case "builtin", "durable":
+	case "builtin", "durable", "libsqlite3":
 		o.QueueType = q
 	default:
-		return nil, usagef("unknown queue type '%s': use durable or builtin", o.QueueType)
+		return nil, usagef("unknown queue type '%s': use durable, builtin or libsqlite3", o.QueueType)
 	}
 	if !s.portSet {
 		if env := getenv("GEARMAND_PORT"); env != "" {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,16 +11,20 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"switchyard/engine/controller"
+	"switchyard/engine/dwork"
 	"switchyard/engine/gearman"
 	"switchyard/engine/periodic"
 	"switchyard/sched"
 	"switchyard/sched/durable"
+	"switchyard/sched/sqlite"
 )
 
 // version is switchyard's own; "version" on the admin port reports it.
@@ -87,21 +92,41 @@ func run(args []string) int {
 	}
 	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
 		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload}
-	if o.QueueType == "durable" {
-		st, err := openStore(o.DataDir, o.Fsync)
-		if err != nil {
+	var st *durable.Store
+	switch o.QueueType {
+	case "durable":
+		if st, err = openStore(o.DataDir, o.Fsync); err != nil {
 			log.Error("cannot open the job store", zap.Error(err))
 			return 1
 		}
 		defer st.Close() // after the scheduler's Close below: last
 		scfg.Store = st
 		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
+	case "libsqlite3":
+		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
+			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
+		if err != nil {
+			log.Error("cannot open the job store", zap.Error(err))
+			fmt.Fprintf(os.Stderr, "switchyard: Error while initializing the queue : libsqlite3: %v\n", err)
+			return 1
+		}
+		defer func() {
+			if err := sq.Close(); err != nil {
+				log.Error("job store", zap.Error(err))
+			}
+		}()
+		scfg.Store = sq
+		log.Info("job store", zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
+			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
 	}
 	s := sched.New(scfg)
 	defer s.Close()
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	go returnMemory(ctx, s.Len, time.Second)
+	if st != nil {
+		go watchStore(ctx, st, log)
+	}
 
 	stop := make(chan bool, 1) // true: graceful
 	plain, secure := gearmanAddrs(o)
@@ -134,6 +159,14 @@ func run(args []string) int {
 		cfg.KeepaliveCount = o.KeepaliveCount
 	}
 	cfg.TLS = tlsConfig
+	// The controller starts after Gearman; its workers join "workers" then.
+	var ctlWorkers atomic.Pointer[controller.Server]
+	cfg.MoreWorkers = func(dst []byte) []byte {
+		if c := ctlWorkers.Load(); c != nil {
+			return c.AppendWorkers(dst)
+		}
+		return dst
+	}
 	// The stored jobs are back before any port opens: no submit can take
 	// an id or a unique that a stored job holds.
 	if n, err := s.Replay(); err != nil {
@@ -151,14 +184,37 @@ func run(args []string) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
+	// The other protocols' frontends, each stopped before Gearman's.
+	var others []frontend
 	var psrv *periodic.Server
 	if addrs := periodicAddrs(o); len(addrs) > 0 {
 		psrv = periodic.New(periodic.Config{Addrs: addrs, Loops: o.Threads}, s, log)
 		if err := psrv.Start(); err != nil {
 			log.Error("cannot start", zap.Error(err))
-			stopServers(srv, nil, log)
+			stopServers(srv, others, log)
 			return 1
 		}
+		others = append(others, frontend{"periodic", psrv})
+	}
+	csrv, err := startController(o, s, int(o.MaxPacket), log)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		stopServers(srv, others, log)
+		return 1
+	}
+	if csrv != nil {
+		others = append(others, frontend{"controller", csrv})
+		ctlWorkers.Store(csrv)
+	}
+	var dsrv *dwork.Server
+	if addrs := dworkAddrs(o); len(addrs) > 0 {
+		dsrv = dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(o.DworkFunc, defaultDworkFunc)}, s, log)
+		if err := dsrv.Start(); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			stopServers(srv, others, log)
+			return 1
+		}
+		others = append(others, frontend{"dwork", dsrv})
 	}
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
@@ -178,6 +234,12 @@ func run(args []string) int {
 	if psrv != nil {
 		log.Info("periodic listening", zap.Stringers("addrs", psrv.Addrs()))
 	}
+	if csrv != nil {
+		log.Info("controller listening", zap.String("socket", csrv.Socket()))
+	}
+	if dsrv != nil {
+		log.Info("dwork listening", zap.Stringers("addrs", dsrv.Addrs()), zap.String("func", dsrv.Func()))
+	}
 
 	select {
 	case got := <-sig:
@@ -185,30 +247,67 @@ func run(args []string) int {
 	case graceful := <-stop:
 		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
 		if graceful {
-			if psrv != nil {
-				psrv.Drain()
+			for _, f := range others {
+				f.srv.Drain()
 			}
 			finishRunningJobs(srv, o.ShutdownTimeout, sig, stop, log)
 		}
 	}
-	stopServers(srv, psrv, log)
+	stopServers(srv, others, log)
 	log.Info("shutdown complete")
 	return 0
 }
 
+// frontend is a protocol's server beside Gearman's.
+type frontend struct {
+	name string
+	srv  interface {
+		Drain()
+		Stop(context.Context) error
+	}
+}
+
 // stopServers closes every frontend, each given drainTimeout to write what
-// it owes. A nil Periodic server is none.
-func stopServers(srv *gearman.Server, psrv *periodic.Server, log *zap.Logger) {
+// it owes.
+func stopServers(srv *gearman.Server, others []frontend, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	if psrv != nil {
-		if err := psrv.Stop(ctx); err != nil {
-			log.Warn("stop periodic", zap.Error(err))
+	for _, f := range others {
+		if err := f.srv.Stop(ctx); err != nil {
+			log.Warn("stop "+f.name, zap.Error(err))
 		}
 	}
 	if err := srv.Stop(ctx); err != nil {
 		log.Warn("stop", zap.Error(err))
 	}
+}
+
+// startController serves the Worker–Controller protocol unless
+// --controller-socket is off. The default path is best effort: where it
+// cannot be made (no /run/switchyard for this user), the protocol is off
+// with a warning; a path given explicitly must work.
+func startController(o *options, s *sched.Sched, maxExtra int, log *zap.Logger) (*controller.Server, error) {
+	path := o.ControllerSocket
+	if path == "off" {
+		return nil, nil
+	}
+	explicit := path != ""
+	if !explicit {
+		path = defaultControllerSocket
+	}
+	funcs := o.ControllerFuncs
+	if funcs == nil {
+		funcs = []string{defaultControllerFunc}
+	}
+	c := controller.New(controller.Config{Socket: path, Funcs: funcs, MaxExtra: maxExtra}, s, log)
+	if err := c.Start(); err != nil {
+		if explicit {
+			return nil, err
+		}
+		log.Warn("the Worker-Controller protocol is off: its default socket cannot be used (see --controller-socket)", zap.Error(err))
+		return nil, nil
+	}
+	return c, nil
 }
 
 // openStore opens the durable queue in dir, making the directory if need
@@ -228,6 +327,18 @@ func openStore(dir, fsync string) (*durable.Store, error) {
 	return durable.Open(abs, mode)
 }
 
+// watchStore logs the job store's failure (a full disk), once: clients
+// learn of it from each refused submit, whoever runs the server from this
+// line.
+func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
+	select {
+	case <-st.Failed():
+		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
+			zap.Error(st.Failure()))
+	case <-ctx.Done():
+	}
+}
+
 // periodicAddrs is where the Periodic frontend listens: the real server's
 // TCP port unless --periodic-listen says otherwise ("off": nowhere).
 func periodicAddrs(o *options) []string {
@@ -235,6 +346,15 @@ func periodicAddrs(o *options) []string {
 		return []string{defaultPeriodicListen}
 	}
 	return o.PeriodicListen
+}
+
+// dworkAddrs is where the dwork frontend listens: the real hub's port
+// unless --dwork-listen says otherwise ("off": nowhere).
+func dworkAddrs(o *options) []string {
+	if o.DworkListen == nil {
+		return []string{defaultDworkListen}
+	}
+	return o.DworkListen
 }
 
 // finishRunningJobs is "shutdown graceful": no new connections and no new

@@ -255,6 +255,9 @@ func (s *Server) appendWorkers(dst []byte) []byte {
 		}
 		dst = append(dst, '\n')
 	}
+	if s.cfg.MoreWorkers != nil {
+		dst = s.cfg.MoreWorkers(dst)
+	}
 	return append(dst, ".\n"...)
 }
 

@@ -60,6 +60,9 @@ type Config struct {
 	// "shutdown" (graceful false) or "shutdown graceful" (true). nil makes
 	// both unknown commands, as they are in gearmand 1.1.20.
 	Shutdown func(graceful bool)
+	// MoreWorkers, if set, appends lines for the "workers" admin command
+	// after the connections': the workers other frontends serve.
+	MoreWorkers func(dst []byte) []byte
 }
 
 // Server is a running Gearman frontend.

@@ -8,14 +8,28 @@
 // its batch is on disk: that is when a frontend may acknowledge the job.
 // Writes apply in the order they were queued, so a job's delete never
 // overtakes its save.
+//
+// A write that fails (a full disk) fails the store, not the process.
+// Pebble does not recover from a failed write: it panics, or calls its
+// logger's Fatalf, and its commit pipeline is unusable afterwards. So
+// every call into Pebble that writes runs on a goroutine of its own
+// (guard), whose panic or end becomes an error; the first such error
+// stops the store: every write queued after it is answered with an error,
+// in order, nothing more is written, and Close leaves the database as a
+// crash would, for the next Open to recover. Nothing is acknowledged that
+// Pebble did not report durable.
 package durable
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -68,6 +82,10 @@ type Store struct {
 	closed  bool
 	stopped chan struct{}
 
+	failed     atomic.Pointer[error] // the first failed write, if any
+	failedOnce sync.Once
+	failedCh   chan struct{} // closed once failed is set
+
 	batches atomic.Uint64 // commits made, for tests and metrics
 }
 
@@ -88,19 +106,49 @@ const (
 
 // Open opens (or creates) the store in dir. A database that cannot be read
 // is an error naming it: never an empty queue in its place.
-func Open(dir string, mode Sync) (*Store, error) { return openFS(dir, mode, nil) }
+func Open(dir string, mode Sync) (*Store, error) {
+	return openFS(dir, mode, nil)
+}
 
-// openFS is Open on the file system fs (nil: the real one), which tests
-// replace to watch the syncs.
+// openFS is Open on fs (nil: the real file system).
 func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}, FS: fs})
+	s := &Store{dir: dir, sync: mode, stopped: make(chan struct{}), failedCh: make(chan struct{})}
+	s.wake = sync.NewCond(&s.mu)
+	if fs == nil {
+		fs = vfs.Default
+	}
+	opts := &pebble.Options{Logger: logger{s}, FS: fs, EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
+	// Pebble takes a directory without CURRENT (which names the live
+	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
+	// over what is there: a store that lost its CURRENT would fail one
+	// start and come back empty at the next. A directory that holds a
+	// store's files opens as that store or not at all.
+	found := storeFiles(fs, dir)
+	opts.ErrorIfNotExists = len(found) > 0
+	err := s.guard(func() (err error) { s.db, err = pebble.Open(dir, opts); return err })
+	if errors.Is(err, pebble.ErrDBDoesNotExist) {
+		return nil, fmt.Errorf("durable: open %s: no CURRENT file, yet the directory holds a store's files (%s): restore CURRENT, or move them away to start with an empty queue",
+			dir, strings.Join(found, " "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir, sync: mode, stopped: make(chan struct{})}
-	s.wake = sync.NewCond(&s.mu)
 	go s.write()
 	return s, nil
+}
+
+// storeFiles lists the files of a Pebble database in dir.
+func storeFiles(fs vfs.FS, dir string) []string {
+	names, _ := fs.List(dir) // none if dir does not exist yet
+	var out []string
+	for _, n := range names {
+		if n == "CURRENT" || strings.HasPrefix(n, "MANIFEST-") || strings.HasPrefix(n, "OPTIONS-") ||
+			strings.HasPrefix(n, "marker.") || strings.HasSuffix(n, ".log") || strings.HasSuffix(n, ".sst") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Dir is the store's directory.
@@ -185,32 +233,17 @@ func (s *Store) write() {
 	}
 }
 
-// commit writes ops as one batch and calls their dones.
+// commit writes ops as one batch and calls their dones: with nil once the
+// batch is durable, else with the error that failed the store.
 func (s *Store) commit(ops []op) {
-	b := s.db.NewBatch()
-	var err error
-	for i := range ops {
-		switch ops[i].kind {
-		case opPut:
-			err = b.Set(ops[i].key[:], ops[i].val, nil)
-		case opDelete:
-			err = b.Delete(ops[i].key[:], nil)
-		}
-		if err != nil {
-			break
-		}
-	}
+	err := s.Failure()
 	if err == nil {
-		opts := pebble.Sync
-		if s.sync == SyncNever {
-			opts = pebble.NoSync
+		if err = s.apply(ops); err != nil {
+			s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
+			err = s.Failure() // the first failure: this one, or the one that stopped apply
 		}
-		err = b.Commit(opts)
-	}
-	b.Close()
-	s.batches.Add(1)
-	if err != nil {
-		err = fmt.Errorf("durable: write to %s: %w", s.dir, err)
+	} else {
+		err = &stoppedError{dir: s.dir, cause: err}
 	}
 	for i := range ops {
 		if ops[i].done != nil {
@@ -218,6 +251,106 @@ func (s *Store) commit(ops []op) {
 		}
 	}
 }
+
+// apply commits ops as one Pebble batch.
+func (s *Store) apply(ops []op) error {
+	return s.guard(func() error {
+		b := s.db.NewBatch()
+		defer b.Close()
+		for i := range ops {
+			var err error
+			switch ops[i].kind {
+			case opPut:
+				err = b.Set(ops[i].key[:], ops[i].val, nil)
+			case opDelete:
+				err = b.Delete(ops[i].key[:], nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		opts := pebble.Sync
+		if s.sync == SyncNever {
+			opts = pebble.NoSync
+		}
+		s.batches.Add(1)
+		return b.Commit(opts)
+	})
+}
+
+// guard runs f, a call into Pebble, on a goroutine of its own and returns
+// its error; a panic, or the goroutine's end (the logger's Fatalf), is an
+// error too. If the store fails meanwhile (Pebble gave up on another
+// goroutine), guard stops waiting for f, which may never return: Pebble
+// may wait for a flush that will not come.
+func (s *Store) guard(f func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			if r := recover(); r != nil {
+				if err, ok := r.(error); ok {
+					ch <- fmt.Errorf("pebble gave up: %w", err)
+				} else {
+					ch <- fmt.Errorf("pebble gave up: %v", r)
+				}
+				return
+			}
+			ch <- errGaveUp // runtime.Goexit, from Fatalf: s.Failure says why
+		}()
+		err := f()
+		returned = true
+		ch <- err
+	}()
+	select {
+	case err := <-ch:
+		if err == errGaveUp {
+			if ferr := s.Failure(); ferr != nil {
+				return ferr
+			}
+		}
+		return err
+	case <-s.failedCh:
+		return s.Failure()
+	}
+}
+
+var errGaveUp = errors.New("pebble gave up")
+
+// fail records err as the store's failure, unless one is recorded.
+func (s *Store) fail(err error) {
+	s.failedOnce.Do(func() {
+		s.failed.Store(&err)
+		close(s.failedCh)
+	})
+}
+
+// Failed is closed once a write has failed and the store has stopped
+// taking writes; Failure says why.
+func (s *Store) Failed() <-chan struct{} { return s.failedCh }
+
+// Failure is the error that stopped the store, or nil.
+func (s *Store) Failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// stoppedError answers a write queued after the store failed.
+type stoppedError struct {
+	dir   string
+	cause error
+}
+
+func (e *stoppedError) Error() string {
+	return fmt.Sprintf("durable: %s takes no writes since one failed (%v); restart switchyard to recover it", e.dir, e.cause)
+}
+
+func (e *stoppedError) Unwrap() error { return e.cause }
 
 // Load calls fn for every stored job in id order (sched.Store). A record
 // that does not decode stops it with an error naming the store.
@@ -247,21 +380,66 @@ func (s *Store) Load(fn func(*sched.Record) error) error {
 	return nil
 }
 
-// Close writes what is queued, then closes the database.
+// Close writes what is queued, then closes the database. A store that
+// failed is left as it is, as a crash would leave it, and Close returns
+// its failure: Pebble cannot close a database whose write failed, and the
+// next Open recovers what is on disk.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.wake.Signal()
 	s.mu.Unlock()
 	<-s.stopped
-	return s.db.Close()
+	if err := s.Failure(); err != nil {
+		return err
+	}
+	return s.guard(s.db.Close)
 }
 
-// quiet drops Pebble's informational logging; errors reach the caller.
-type quiet struct{}
+// logger drops Pebble's informational logging; errors reach the caller.
+// Fatalf is Pebble giving up on a write (a full disk): see giveUp.
+type logger struct{ s *Store }
 
-func (quiet) Infof(string, ...any)  {}
-func (quiet) Errorf(string, ...any) {}
-func (quiet) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
+func (logger) Infof(string, ...any)  {}
+func (logger) Errorf(string, ...any) {}
+func (l logger) Fatalf(format string, args ...any) {
+	err := &fatalError{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if e, ok := a.(error); ok && err.cause == nil {
+			err.cause = e
+		}
+	}
+	l.s.giveUp(err)
+}
+
+// fatalError is what Pebble's Fatalf said, and the error it was given.
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e *fatalError) Error() string { return e.msg }
+func (e *fatalError) Unwrap() error { return e.cause }
+
+// backgroundError is Pebble failing a flush or a compaction on its own
+// goroutines. One the disk refused (full, or failing) fails the store:
+// Pebble would retry the flush at once, for ever, while commits wait for
+// it. Other background errors (a compaction cancelled) are Pebble's
+// business.
+func (s *Store) backgroundError(err error) {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EIO, syscall.EROFS:
+			s.giveUp(err)
+		}
+	}
+}
+
+// giveUp fails the store with err and ends the calling goroutine, which
+// runs Pebble's work: guard turns that into an error; one of Pebble's own
+// goroutines stops, and with it what it would have retried.
+func (s *Store) giveUp(err error) {
+	s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
+	runtime.Goexit()
 }

@@ -21,18 +21,35 @@ func putKey(k *[keySize]byte, id uint64) {
 	binary.BigEndian.PutUint64(k[1:], id)
 }
 
-// The value of a job record, version 1:
+// The value of a job record:
 //
-//	version (1), priority, flags (bit 0: RetryForever, bit 1:
-//	CoalesceOnPayload),
+//	version (1 or 2), priority, flags (bit 0: RetryForever, bit 1:
+//	CoalesceOnPayload, bit 2: Remember; a reader that knows fewer bits
+//	ignores the others),
 //	uvarint-prefixed func, unique, reducer,
 //	varint when (unix s), timeout (ns), counter,
+//	version 2 only: uvarint count of predecessors, then each one's
+//	uvarint-prefixed func and unique,
 //	then the payload, to the end.
-const recordVersion = 1
+//
+// Version 2 is written only for a job with predecessors, so a store
+// without dependencies stays readable by a switchyard that has none.
+const (
+	recordVersion     = 1
+	recordVersionDeps = 2
+)
 
 func encode(r *sched.Record) []byte {
 	n := 3 + 3*binary.MaxVarintLen64 + len(r.Func) + len(r.Unique) + len(r.Reducer) +
 		3*binary.MaxVarintLen64 + len(r.Payload)
+	version := byte(recordVersion)
+	if len(r.After) > 0 {
+		version = recordVersionDeps
+		n += binary.MaxVarintLen64
+		for _, k := range r.After {
+			n += 2*binary.MaxVarintLen64 + len(k.Func) + len(k.Unique)
+		}
+	}
 	b := make([]byte, 0, n)
 	var flags byte
 	if r.RetryForever {
@@ -41,33 +58,55 @@ func encode(r *sched.Record) []byte {
 	if r.CoalesceOnPayload {
 		flags |= 2
 	}
-	b = append(b, recordVersion, byte(r.Priority), flags)
+	if r.Remember {
+		flags |= 4
+	}
+	b = append(b, version, byte(r.Priority), flags)
 	for _, s := range []string{r.Func, r.Unique, r.Reducer} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
+		b = appendString(b, s)
 	}
 	b = binary.AppendVarint(b, r.When)
 	b = binary.AppendVarint(b, int64(r.Timeout))
 	b = binary.AppendVarint(b, r.Counter)
+	if version == recordVersionDeps {
+		b = binary.AppendUvarint(b, uint64(len(r.After)))
+		for _, k := range r.After {
+			b = appendString(appendString(b, k.Func), k.Unique)
+		}
+	}
 	return append(b, r.Payload...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 var errRecord = errors.New("record does not decode")
 
+// readString takes a uvarint-prefixed string off b.
+func readString(b []byte) (string, []byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return "", b, false
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], true
+}
+
 // decode fills r from b; r's strings and payload are copies.
 func decode(b []byte, r *sched.Record) error {
-	if len(b) < 3 || b[0] != recordVersion {
+	if len(b) < 3 || (b[0] != recordVersion && b[0] != recordVersionDeps) {
 		return errRecord
 	}
-	*r = sched.Record{Priority: sched.Priority(b[1]), RetryForever: b[2]&1 != 0, CoalesceOnPayload: b[2]&2 != 0}
+	version := b[0]
+	*r = sched.Record{Priority: sched.Priority(b[1]), RetryForever: b[2]&1 != 0, CoalesceOnPayload: b[2]&2 != 0,
+		Remember: b[2]&4 != 0}
 	b = b[3:]
+	var ok bool
 	for _, dst := range []*string{&r.Func, &r.Unique, &r.Reducer} {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
+		if *dst, b, ok = readString(b); !ok {
 			return errRecord
 		}
-		*dst = string(b[k : k+int(n)])
-		b = b[k+int(n):]
 	}
 	var vals [3]int64
 	for i := range vals {
@@ -78,6 +117,22 @@ func decode(b []byte, r *sched.Record) error {
 		vals[i], b = v, b[k:]
 	}
 	r.When, r.Timeout, r.Counter = vals[0], time.Duration(vals[1]), vals[2]
+	if version == recordVersionDeps {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) { // each key takes two bytes at least
+			return errRecord
+		}
+		b = b[k:]
+		r.After = make([]sched.Key, n)
+		for i := range r.After {
+			if r.After[i].Func, b, ok = readString(b); !ok {
+				return errRecord
+			}
+			if r.After[i].Unique, b, ok = readString(b); !ok {
+				return errRecord
+			}
+		}
+	}
 	r.Payload = append([]byte(nil), b...)
 	return nil
 }

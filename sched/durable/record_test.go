@@ -16,6 +16,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Func: "periodic", Unique: "name", RetryForever: true, Timeout: 30 * time.Second, Counter: -7, When: -1},
 		{Func: "dash", Unique: "-", CoalesceOnPayload: true, Payload: []byte("key")},
 		{Func: "edge", Unique: "\x00\xff", Counter: 1<<63 - 1, Timeout: 1 << 62, Payload: []byte{0}},
+		{Func: "dag", Unique: "d", After: []sched.Key{{Func: "dag", Unique: "b"}, {Func: "other", Unique: ""}}, Payload: []byte("x")},
+		{Func: "dag", Unique: "r", Remember: true, Payload: []byte("r")},
 	} {
 		got := sched.Record{ID: 99}
 		if err := decode(encode(&r), &got); err != nil {
@@ -33,7 +35,8 @@ func TestRecordRoundTrip(t *testing.T) {
 // Truncated or foreign values are refused, never misread.
 func TestRecordRejects(t *testing.T) {
 	good := encode(&sched.Record{Func: "f", Unique: "u", Payload: []byte("p")})
-	for _, b := range [][]byte{nil, {2, 0, 0}, good[:3], good[:5], {1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
+	deps := encode(&sched.Record{Func: "f", After: []sched.Key{{Func: "g", Unique: "u"}}})
+	for _, b := range [][]byte{nil, {3, 0, 0}, good[:3], good[:5], deps[:len(deps)-1], {2, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0x7f}, {1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
 		var r sched.Record
 		if err := decode(b, &r); err == nil {
 			t.Errorf("decoded %x as %+v", b, r)

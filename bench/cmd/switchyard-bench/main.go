@@ -1,9 +1,9 @@
 // Command switchyard-bench runs the benchmark scenarios against switchyard
 // and, when it is installed, gearmand, alternating the two per scenario so
-// that every figure has a baseline from the same minute. The Periodic
-// scenarios run against switchyard alone: gearmand has no Periodic. It
-// prints a markdown table and writes a JSON record to the results
-// directory.
+// that every figure has a baseline from the same minute. The Periodic,
+// Worker–Controller and dwork scenarios run against switchyard alone:
+// gearmand has none of those protocols. It prints a markdown table and
+// writes a JSON record to the results directory.
 //
 //	switchyard-bench [--quick] [--scenarios fg,bg] [--rounds 2] [--fg.duration 30s] ...
 package main
@@ -142,7 +142,7 @@ func run() error {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) || (sc.Periodic && s.config.Name != "switchyard") {
+				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller || sc.Dwork) && s.config.Name != "switchyard") {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -194,6 +194,36 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
 			Error: cfg.Path + " has no --periodic-listen: it does not serve Periodic"}, nil
 	}
+	var controllerSocket string
+	if s.controllerFlag {
+		// Not in /run: the Gearman scenarios measure TCP. The controller
+		// ones get a fresh directory for the main socket and the workers'.
+		controllerSocket = "off"
+		if sc.Controller {
+			dir, err := controllerDir()
+			if err != nil {
+				return record.Run{}, err
+			}
+			defer os.RemoveAll(dir)
+			controllerSocket = filepath.Join(dir, "main.sock")
+		}
+		cfg.Args = append(slices.Clip(cfg.Args), "--controller-socket", controllerSocket)
+	} else if sc.Controller {
+		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+			Error: cfg.Path + " has no --controller-socket: it does not serve the Worker–Controller protocol"}, nil
+	}
+	if s.dworkFlag {
+		// Not on dwork's port 6125: the Gearman scenarios run without
+		// it, the dwork ones on a loopback port the kernel picks.
+		listen := "off"
+		if sc.Dwork {
+			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
+		}
+		cfg.Args = append(slices.Clip(cfg.Args), "--dwork-listen", listen)
+	} else if sc.Dwork {
+		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+			Error: cfg.Path + " has no --dwork-listen: it does not serve dwork"}, nil
+	}
 	if sc.Durable {
 		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
 		if err != nil {
@@ -206,15 +236,45 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	if err != nil {
 		return record.Run{}, err
 	}
-	target := scenario.Target{Addr: srv.Addr, Usage: srv.Usage}
+	// srv changes at a Restart: Usage and the Stop below follow it.
+	target := scenario.Target{Addr: srv.Addr, Usage: func() (harness.Usage, error) { return srv.Usage() }}
 	if sc.Periodic {
 		target.PeriodicAddr = srv.Others[0]
+	}
+	if sc.Controller {
+		target.ControllerSocket = controllerSocket
+	}
+	if sc.Dwork {
+		target.DworkAddr = srv.Others[0]
+	}
+	if sc.Durable {
+		restart := cfg
+		restart.StartTimeout = max(p.Timeout, time.Minute) // a replay of the whole queue comes first
+		target.Restart = func() (scenario.Target, time.Duration, error) {
+			next, took, err := srv.Restart(ctx, restart)
+			if err != nil {
+				return scenario.Target{}, 0, err
+			}
+			srv = next
+			return scenario.Target{Addr: srv.Addr, Usage: target.Usage}, took, nil
+		}
 	}
 	run := sc.Run(ctx, target, p)
 	if err := srv.Stop(); err != nil && run.Error == "" {
 		run.Error = err.Error()
 	}
 	return run, nil
+}
+
+// controllerDir makes a directory for a controller scenario's sockets.
+// Unix socket paths are limited to 107 bytes, and the workers' sockets,
+// <dir>/<id>.sock, are in it: a long $TMPDIR gives way to /tmp.
+func controllerDir() (string, error) {
+	parent := os.TempDir()
+	if len(parent) > 60 {
+		parent = "/tmp"
+	}
+	return os.MkdirTemp(parent, "syb-ctl-")
 }
 
 // durableArgs points a server at a durable queue in dir: switchyard's own
@@ -236,6 +296,10 @@ type serverSpec struct {
 	// periodicFlag: switchyard with --periodic-listen, which runOne
 	// appends to config.Args per scenario.
 	periodicFlag bool
+	// controllerFlag: switchyard with --controller-socket, likewise.
+	controllerFlag bool
+	// dworkFlag: switchyard with --dwork-listen, likewise.
+	dworkFlag bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -248,11 +312,21 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
+	// The record shows the Gearman scenarios' command line: the Periodic
+	// ones have tcp://127.0.0.1:0 in place of the first off, the
+	// controller ones a socket in a fresh directory in place of the
+	// second, the dwork ones tcp://127.0.0.1:0 in place of the third.
 	if hasOption(opts.switchyard, "--periodic-listen") {
-		// The record shows the Gearman scenarios' command line; the
-		// Periodic ones have tcp://127.0.0.1:0 in place of off.
 		spec.periodicFlag = true
-		spec.record.Args = append(slices.Clip(sy), "--periodic-listen", "off")
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--periodic-listen", "off")
+	}
+	if hasOption(opts.switchyard, "--controller-socket") {
+		spec.controllerFlag = true
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--controller-socket", "off")
+	}
+	if hasOption(opts.switchyard, "--dwork-listen") {
+		spec.dworkFlag = true
+		spec.record.Args = append(slices.Clip(spec.record.Args), "--dwork-listen", "off")
 	}
 	servers := []serverSpec{spec}
 	if opts.gearmand == "" || opts.gearmand == "none" {

@@ -80,9 +80,10 @@ func TestCeilingEndToEnd(t *testing.T) {
 	}
 }
 
-// TestPeriodicNeedsTheFlag: against a switchyard without --periodic-listen
-// (here: a binary that is not a server at all) a Periodic scenario is an
-// error row, not a crash, and no gearmand row.
+// TestPeriodicNeedsTheFlag: against a switchyard without --periodic-listen,
+// --controller-socket or --dwork-listen (here: a binary that is not a
+// server at all) a Periodic, controller or dwork scenario is an error row,
+// not a crash, and no gearmand row.
 func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the bench; skipped with -short")
@@ -95,18 +96,21 @@ func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	cmd := exec.Command(bin, "--scenarios", "periodic-submit", "--switchyard", truePath, "--out", "")
+	cmd := exec.Command(bin, "--scenarios", "periodic-submit,controller,dwork-wide", "--switchyard", truePath, "--out", "")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(string(out), "| periodic-submit | switchyard |") || !strings.Contains(string(out), "has no --periodic-listen") {
-		t.Errorf("no error row in:\n%s", out)
+	for _, want := range []string{"| periodic-submit | switchyard |", "has no --periodic-listen", "| controller | switchyard |", "has no --controller-socket",
+		"| dwork-wide | switchyard |", "has no --dwork-listen"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
 	}
 	if strings.Contains(string(out), "| gearmand |") {
-		t.Errorf("gearmand ran a Periodic scenario:\n%s", out)
+		t.Errorf("gearmand ran a Periodic, controller or dwork scenario:\n%s", out)
 	}
 }
 
@@ -122,4 +126,41 @@ func TestDurableArgs(t *testing.T) {
 	if got, want := durableArgs("gearmand", gd, "/d"), []string{"-L", "127.0.0.1", "-p", "0", "-q", "libsqlite3", "--libsqlite3-db", "/d/queue.db"}; !slices.Equal(got, want) {
 		t.Errorf("gearmand: %q, want %q", got, want)
 	}
+}
+
+// TestDurableRestartEndToEnd builds switchyard and the bench and runs
+// queue-1m-durable with a small queue: between the fill and the drain the
+// server is killed and restarted on its data, the row reports how long the
+// restart took, and the drain finds every acknowledged job (a missing one
+// would leave it waiting, and the row would be an error).
+func TestDurableRestartEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench and the server; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
+	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	cmd := exec.Command(bin, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none", "--out", "",
+		"--queue-1m-durable.jobs", "3000", "--queue-1m-durable.clients", "2", "--queue-1m-durable.workers", "2",
+		"--queue-1m-durable.settle", "10ms", "--queue-1m-durable.timeout", "1m")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	row := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "| queue-1m-durable | switchyard |") {
+			row = l
+		}
+	}
+	if row == "" || strings.Contains(row, "error") || !strings.Contains(row, " restart ") || !strings.Contains(row, " drain ") {
+		t.Errorf("no queue-1m-durable row with a restart and a drain, and no error, in:\n%s\n%s", out, stderr.String())
+	}
+	t.Log(row)
 }

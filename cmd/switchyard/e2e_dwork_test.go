@@ -1,0 +1,309 @@
+package main
+
+// The dwork frontend (--dwork-listen) end to end: a real switchyard
+// process and dwork clients as dwork's own are, pyzmq REQ sockets sending
+// what the Python protobuf module protoc generates from codec/dwork's
+// .proto makes (testdata/dwork_client.py). Each client is driven a request
+// at a time, and a reply is all the synchronisation there is.
+//
+// gearmand has no dwork frontend: run against it, these tests skip.
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pyPython is Debian's Python, which has Debian's python3-zmq and
+// python3-protobuf (a pyenv python3 earlier on PATH would not).
+const pyPython = "/usr/bin/python3"
+
+// pyReplyTimeout bounds the wait for one reply: a failure, not a pace.
+const pyReplyTimeout = 20 * time.Second
+
+// requirePyDwork returns a directory holding dwork_pb2.py, generated from
+// codec/dwork/dwork.proto, or skips (fails under SWITCHYARD_E2E_REQUIRED=1)
+// when Python, pyzmq, its protobuf module or protoc is missing.
+func requirePyDwork(t *testing.T) string {
+	t.Helper()
+	if isGearmand(t) {
+		t.Skip("gearmand has no dwork frontend")
+	}
+	if out, err := exec.Command(pyPython, "-c", "import zmq, google.protobuf").CombinedOutput(); err != nil {
+		missing(t, "Debian's python3-zmq and python3-protobuf ("+pyPython+": "+string(out)+")")
+	}
+	protoc := requireTool(t, "protoc")
+	dir := t.TempDir()
+	if out, err := exec.Command(protoc, "--python_out="+dir, "-I", "../../codec/dwork", "dwork.proto").CombinedOutput(); err != nil {
+		t.Fatalf("protoc: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// pyDwork is one Python client process.
+type pyDwork struct {
+	t      *testing.T
+	name   string
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr *syncBuffer
+}
+
+func startPyDwork(t *testing.T, pbDir, addr, name string) *pyDwork {
+	t.Helper()
+	cmd := exec.Command(pyPython, "testdata/dwork_client.py", "tcp://"+addr, pbDir)
+	p := &pyDwork{t: t, name: name, lines: make(chan string, 16), stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	t.Cleanup(func() {
+		p.stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(pyReplyTimeout):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return p
+}
+
+// pyReply is a reply as dwork_client.py prints it (protobuf's JSON form).
+type pyReply struct {
+	Type     string   `json:"type"`
+	Task     []pyTask `json:"task"`
+	Name     *string  `json:"name"`
+	Location *string  `json:"location"`
+}
+
+type pyTask struct {
+	Name   string `json:"name"`
+	Origin string `json:"origin"`
+	Log    []struct {
+		State string `json:"state"`
+		Time  string `json:"time"` // an int64: a string in protobuf's JSON
+	} `json:"log"`
+}
+
+// do sends one request (the JSON form of a QueryMsg) and returns the reply.
+func (p *pyDwork) do(req any) pyReply {
+	p.t.Helper()
+	b, err := json.Marshal(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		p.t.Fatalf("%s: %v\n%s", p.name, err, p.stderr.String())
+	}
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			p.t.Fatalf("%s exited after %s:\n%s", p.name, b, p.stderr.String())
+		}
+		var r pyReply
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			p.t.Fatalf("%s: reply %q: %v", p.name, line, err)
+		}
+		return r
+	case <-time.After(pyReplyTimeout):
+		p.t.Fatalf("%s: no reply to %s after %v\n%s", p.name, b, pyReplyTimeout, p.stderr.String())
+	}
+	return pyReply{}
+}
+
+// Requests, as protobuf's JSON form of QueryMsg.
+
+type jsonMap = map[string]any
+
+func pyCreate(tasks ...[]string) jsonMap {
+	var ts []jsonMap
+	for _, t := range tasks {
+		var preds []jsonMap
+		for _, p := range t[1:] {
+			preds = append(preds, jsonMap{"name": p})
+		}
+		ts = append(ts, jsonMap{"name": t[0], "origin": "py", "pred": preds})
+	}
+	return jsonMap{"type": "Create", "task": ts}
+}
+
+func pySteal(loc string, n int) jsonMap {
+	return jsonMap{"type": "Steal", "location": loc, "n": n}
+}
+
+func pyDone(loc string, names ...string) jsonMap {
+	var ts []jsonMap
+	for _, n := range names {
+		ts = append(ts, jsonMap{"name": n, "origin": loc})
+	}
+	return jsonMap{"type": "Transfer", "location": loc, "task": ts}
+}
+
+// Checks.
+
+func (p *pyDwork) want(what string, req any, typ string) {
+	p.t.Helper()
+	if r := p.do(req); r.Type != typ || len(r.Task) != 0 || r.Name != nil || r.Location != nil {
+		p.t.Fatalf("%s: %s: reply %+v, want only type %s", p.name, what, r, typ)
+	}
+}
+
+// steal checks that a Steal of up to n gets names (none: NotFound), each
+// from this host with a Stolen log entry of a time within the request.
+func (p *pyDwork) steal(loc string, n int, names ...string) {
+	p.t.Helper()
+	if len(names) == 0 {
+		p.want("steal by "+loc, pySteal(loc, n), "NotFound")
+		return
+	}
+	host, _ := os.Hostname()
+	from := time.Now().UnixMicro()
+	r := p.do(pySteal(loc, n))
+	to := time.Now().UnixMicro()
+	var got []string
+	for _, tk := range r.Task {
+		got = append(got, tk.Name)
+		if tk.Origin != host || len(tk.Log) != 1 || tk.Log[0].State != "Stolen" {
+			p.t.Fatalf("%s: stolen task %+v, want origin %q and one Stolen log entry", p.name, tk, host)
+		}
+		if at, err := strconv.ParseInt(tk.Log[0].Time, 10, 64); err != nil || at < from || at > to {
+			p.t.Fatalf("%s: stolen at %q µs, want between %d and %d", p.name, tk.Log[0].Time, from, to)
+		}
+	}
+	if r.Type != "Transfer" || !slices.Equal(got, names) {
+		p.t.Fatalf("%s: steal by %s: %+v, want Transfer of %v", p.name, loc, r, names)
+	}
+}
+
+func (p *pyDwork) lookup(name, loc string) {
+	p.t.Helper()
+	req := jsonMap{"type": "Lookup", "name": name}
+	if loc == "" {
+		p.want("lookup "+name, req, "NotFound")
+		return
+	}
+	r := p.do(req)
+	if r.Type != "OK" || r.Name == nil || *r.Name != name || r.Location == nil || *r.Location != loc || len(r.Task) != 0 {
+		p.t.Fatalf("%s: lookup %s: %+v, want OK at %s", p.name, name, r, loc)
+	}
+}
+
+// startDwork starts switchyard with a dwork listener on a port the kernel
+// picks and returns the server and that port's address.
+func startDwork(t *testing.T, extraArgs ...string) (*serverProc, string) {
+	t.Helper()
+	srv, others := startServerPorts(t, 2, append([]string{"--dwork-listen", "tcp://127.0.0.1:0"}, extraArgs...)...)
+	return srv, others[0]
+}
+
+// A diamond run by two Python workers: a; b and c after a; d after both.
+// Each task is handed out once its predecessors are done, whichever worker
+// completed them; Lookup says where each ran; a Gearman worker of the
+// function runs a task too; ill-formed requests get Error.
+func TestE2EDworkDiamond(t *testing.T) {
+	t.Parallel()
+	pb := requirePyDwork(t)
+	srv, addr := startDwork(t, "--dwork-func", "dag")
+	w1, w2 := startPyDwork(t, pb, addr, "worker 1"), startPyDwork(t, pb, addr, "worker 2")
+
+	w1.want("create", pyCreate([]string{"a"}, []string{"b", "a"}, []string{"c", "a"}, []string{"d", "b", "c"}, []string{"e", "d"}), "OK")
+	w1.steal("h1", 4, "a")
+	w2.steal("h2", 4)
+	w1.want("a done", pyDone("h1", "a"), "OK")
+	w1.steal("h1", 1, "b")
+	w2.steal("h2", 1, "c")
+	w2.steal("h2", 1) // d waits for b and c
+	w2.want("c done", pyDone("h2", "c"), "OK")
+	w1.want("b done", pyDone("h1", "b"), "OK")
+	w2.steal("h2", 2, "d")
+	w2.want("d done", pyDone("h2", "d"), "OK")
+	w1.lookup("a", "h1")
+	w1.lookup("c", "h2")
+	w1.lookup("d", "h2")
+	w1.lookup("e", "")
+
+	// e, ready now, is the function's job: a Gearman worker of "dag" runs it.
+	g := dialGear(t, srv.addr, "gearman worker")
+	g.send(pCanDo, "dag")
+	if job := g.grabJob(pyReplyTimeout); job[1] != "dag" || job[2] != "e" {
+		t.Fatalf("the Gearman worker got %q, want the task e (its name as unique and payload)", job)
+	}
+	w2.steal("h2", 1)
+
+	// A completion naming tasks nobody holds lists them back.
+	r := w1.do(pyDone("h1", "e", "zzz"))
+	if r.Type != "NotFound" || len(r.Task) != 2 || r.Task[0].Name != "e" || r.Task[1].Name != "zzz" {
+		t.Fatalf("completion of tasks no dwork host holds: %+v, want NotFound listing e and zzz", r)
+	}
+	// Ill-formed: Steal without a location, a reply type, bytes that are
+	// not protobuf.
+	w1.want("steal without a location", jsonMap{"type": "Steal"}, "Error")
+	w1.want("a request of type OK", jsonMap{"type": "OK"}, "Error")
+	w1.want("not protobuf", jsonMap{"raw": hex.EncodeToString([]byte{0xff, 0xff})}, "Error")
+	// The host exits: it holds nothing, but it has worked.
+	w1.want("exit", jsonMap{"type": "Exit", "location": "h1"}, "OK")
+	w1.want("exit again", jsonMap{"type": "Exit", "location": "h1"}, "NotFound")
+}
+
+// kill -9 in the middle of a DAG: what was created comes back with its
+// edges, a task a host held comes back queued, and the DAG runs to its end
+// on the restarted server.
+func TestE2EDworkKill9(t *testing.T) {
+	t.Parallel()
+	pb := requirePyDwork(t)
+	data := filepath.Join(t.TempDir(), "data")
+	srv, addr := startDwork(t, "--data-dir", data)
+	w := startPyDwork(t, pb, addr, "before")
+	w.want("create", pyCreate([]string{"a"}, []string{"b", "a"}, []string{"c", "a"}, []string{"d", "b", "c"}, []string{"e", "d"}), "OK")
+	w.steal("h1", 1, "a")
+	w.want("a done", pyDone("h1", "a"), "OK")
+	w.steal("h1", 2, "b", "c")
+	w.want("b done", pyDone("h1", "b"), "OK")
+	// Acknowledged once on disk, after every write before it: a and b's
+	// deletions are there too.
+	w.want("create z", pyCreate([]string{"z", "a"}), "OK")
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+
+	_, addr = startDwork(t, "--data-dir", data)
+	w = startPyDwork(t, pb, addr, "after")
+	w.steal("h2", 5, "c", "z") // c, held by h1, is back; d waits for it, e for d
+	w.want("c done", pyDone("h2", "c"), "OK")
+	w.steal("h2", 5, "d")
+	w.want("d done", pyDone("h2", "d"), "OK")
+	w.steal("h2", 5, "e")
+	w.want("e and z done", pyDone("h2", "e", "z"), "OK")
+	w.steal("h2", 5)
+	w.lookup("e", "h2")
+	w.lookup("b", "") // ended before the restart: notes of ended tasks live in memory
+}
