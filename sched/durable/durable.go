@@ -147,7 +147,8 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	opts := &pebble.Options{Logger: logger{s}, FS: fs, EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
+	opts := &pebble.Options{Logger: logger{s}, FS: walFS{fs}, MemTableSize: memTableSize,
+		EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
 	// Pebble takes a directory without CURRENT (which names the live
 	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
 	// over what is there: a store that lost its CURRENT would fail one
