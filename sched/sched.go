@@ -359,7 +359,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	j.id = sh.seq.Add(1)<<s.shardBits | sh.idx
 	var rec []byte // the record a durable store gets, made outside the lock
 	if r.Background && s.durable {
-		rec = s.store.Encode(j.record(string(r.Func)))
+		rec = s.encode(j, string(r.Func))
 	}
 	r.Waiting = false
 
@@ -509,7 +509,7 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 	var wait chan error
 	relink := len(r.After) > 0 && sh.rewait(existing, r.After)
 	if relink && existing.background && s.durable && !r.Background {
-		s.store.Put(existing.id, s.store.Encode(existing.record(existing.fn.name)), nil) // its new predecessors
+		s.store.Put(existing.id, s.encode(existing, existing.fn.name), nil) // its new predecessors
 	}
 	if r.Background {
 		// This submitter is told the job exists, so it must run even if
@@ -518,7 +518,7 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 			if existing.background && !relink {
 				wait = s.flush(existing.id, r) // its record may still be queued
 			} else {
-				wait = s.put(existing.id, s.store.Encode(existing.record(existing.fn.name)), r)
+				wait = s.put(existing.id, s.encode(existing, existing.fn.name), r)
 			}
 		}
 		existing.background = true
@@ -570,7 +570,7 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 	var wait chan error
 	if j.background && s.durable {
 		if rec == nil { // a foreground replace of a stored job
-			rec = s.store.Encode(j.record(j.fn.name))
+			rec = s.encode(j, j.fn.name)
 		}
 		wait = s.put(j.id, rec, r)
 	}
@@ -598,11 +598,22 @@ func buildJob(r *SubmitReq) *Job {
 	return j
 }
 
-func (j *Job) record(fn string) *Record {
-	r := &Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
+// encode is the record the store keeps of j, whose function is fn, from
+// Store.Encode.
+func (s *Sched) encode(j *Job, fn string) []byte {
+	r := records.Get().(*Record)
+	*r = Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
 		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload, Remember: j.remember}
 	if x := j.ext; x != nil {
 		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after
 	}
-	return r
+	rec := s.store.Encode(r)
+	*r = Record{}
+	records.Put(r)
+	return rec
 }
+
+// records lends encode the Records it hands Store.Encode, which copies
+// what it keeps: a Record passed through the interface escapes, and one
+// allocated per stored submit cost more than the encoding.
+var records = sync.Pool{New: func() any { return new(Record) }}

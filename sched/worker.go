@@ -642,7 +642,7 @@ func (w *Worker) Requeue(id uint64, r RequeueReq) error {
 	}
 	ended := w.s.putBack(sh, j, r.Delay, r.Front, &wake)
 	if !ended && j.background && w.s.durable && (r.Delay > 0 || r.Step != 0) {
-		w.s.store.Put(j.id, w.s.store.Encode(j.record(j.fn.name)), nil) // its new due time and counter
+		w.s.store.Put(j.id, w.s.encode(j, j.fn.name), nil) // its new due time and counter
 	}
 	f := j.fn
 	sh.mu.Unlock()

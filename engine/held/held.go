@@ -63,30 +63,33 @@ func (q *Queue) Release(out []byte, answers []error, failed func(dst []byte, err
 	}
 	q.buf = append(q.buf, out[q.from:]...)
 	out = out[:q.from]
-	for _, err := range answers {
-		h := q.holds[0]
-		q.holds = q.holds[1:]
+	sent := 0 // q.buf[:sent] is in out
+	for i, err := range answers {
+		h := q.holds[i]
 		if err != nil {
-			out = append(out, q.buf[:h.start]...)
+			out = append(out, q.buf[sent:h.start]...)
 			out = failed(out, err)
 		} else {
-			out = append(out, q.buf[:h.end]...)
+			out = append(out, q.buf[sent:h.end]...)
 		}
-		q.cut(h.end)
+		sent = h.end
 	}
+	q.holds = q.holds[:copy(q.holds, q.holds[len(answers):])]
 	if q.Holding() {
 		next := q.holds[0].start
-		out = append(out, q.buf[:next]...)
-		q.cut(next)
+		out = append(out, q.buf[sent:next]...)
+		sent = next
 	} else {
-		out = append(out, q.buf...)
-		q.buf = q.buf[:0]
+		out = append(out, q.buf[sent:]...)
+		sent = len(q.buf)
 	}
+	q.cut(sent)
 	q.from = len(out)
 	return out
 }
 
-// cut drops the first n bytes of the held stream, all in buf.
+// cut drops the first n bytes of the held stream, all in buf: once per
+// Release, however many answers it applies.
 func (q *Queue) cut(n int) {
 	k := copy(q.buf, q.buf[n:])
 	q.buf = q.buf[:k]

@@ -36,6 +36,12 @@ func TestQueue(t *testing.T) {
 			{appendOut: []string{"ACK:1;", "x;", "ACK:2;"}, wantSent: ""},
 			{answers: []error{errors.New("full"), nil}, wantSent: "ERR:full;x;ACK:2;"},
 		}},
+		{"answers in bulk, one failed", []step{
+			{appendOut: []string{"x;", "ACK:1;", "a;", "ACK:2;", "b;", "ACK:3;", "c;"}, wantSent: "x;"},
+			{answers: []error{nil, errors.New("disk")}, appendOut: []string{"d;"}, wantSent: "x;ACK:1;a;ERR:disk;b;"},
+			{appendOut: []string{"ACK:4;"}, wantSent: "x;ACK:1;a;ERR:disk;b;"},
+			{answers: []error{nil, nil}, appendOut: []string{"e;"}, wantSent: "x;ACK:1;a;ERR:disk;b;ACK:3;c;d;ACK:4;e;"},
+		}},
 		{"ack in a later event", []step{
 			{appendOut: []string{"a;"}, wantSent: "a;"},
 			{appendOut: []string{"b;", "ACK:1;"}, wantSent: "a;b;"},
@@ -65,5 +71,30 @@ func TestQueue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRelease is a connection with 64 background submits in flight,
+// as bg-durable keeps them: in each event the store's answers let 32
+// JOB_CREATEDs go and 32 new ones are marked.
+func BenchmarkRelease(b *testing.B) {
+	var q Queue
+	var out []byte
+	ack := make([]byte, 28) // a JOB_CREATED's size
+	answers := make([]error, 32)
+	event := func(answers []error) {
+		out = q.Release(out, answers, nil)
+		for range 32 {
+			start := len(out)
+			out = append(out, ack...)
+			q.Mark(out, start, len(out))
+		}
+		out = q.HoldBack(out)[:0] // written
+	}
+	event(nil)
+	event(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		event(answers)
 	}
 }

@@ -3,11 +3,16 @@
 // write-ahead log, pure Go) under a directory of its own.
 //
 // One goroutine writes. Records queued while it writes are committed
-// together as one batch with one fsync (group commit), so durability costs
-// a sync per batch, not per job, and each record's done callback runs once
-// its batch is on disk: that is when a frontend may acknowledge the job.
-// Writes apply in the order they were queued, so a job's delete never
-// overtakes its save.
+// together as one batch (group commit), and each record's done callback
+// runs once its batch is on disk: that is when a frontend may acknowledge
+// the job. With --fsync batch the writer does not wait for the disk: it
+// hands each batch to Pebble's write-ahead log and goes on to the next,
+// while a second goroutine waits for the batches' syncs, in order, and
+// answers. The log syncs everything written while its previous sync ran
+// with one fsync, so durability costs a sync per group of jobs, not per
+// job, and the next sync starts as soon as the last one ends, not after
+// the writer has answered and built the next batch. Writes apply in the
+// order they were queued, so a job's delete never overtakes its save.
 //
 // A write that fails (a full disk) fails the store, not the process.
 // Pebble does not recover from a failed write: it panics, or calls its
@@ -77,10 +82,15 @@ type Store struct {
 	sync Sync
 
 	mu      sync.Mutex
-	queue   []op // waiting for the writer
+	queue   []op   // waiting for the writer
+	free    [][]op // emptied queues, for the writer to reuse
 	wake    *sync.Cond
 	closed  bool
 	stopped chan struct{}
+
+	// syncing carries the batches written with SyncBatch, in order, to
+	// the goroutine that waits for their sync and answers them (answer).
+	syncing chan written
 
 	failed     atomic.Pointer[error] // the first failed write, if any
 	failedOnce sync.Once
@@ -88,6 +98,26 @@ type Store struct {
 
 	batches atomic.Uint64 // commits made, for tests and metrics
 }
+
+// written is a batch in the log, its sync not yet waited for.
+type written struct {
+	b   *pebble.Batch // nil if it was not written: err says why
+	ops []op
+	err error
+}
+
+// syncDepth bounds the batches written and not yet answered: beyond it
+// the writer waits, and what arrives meanwhile makes the next batch
+// larger.
+const syncDepth = 64
+
+// maxFree is how many emptied queues the store keeps for reuse: enough
+// for the batches usually between the writer and the sync, so that a
+// queue rarely grows from nothing; maxKept the largest it keeps.
+const (
+	maxFree = 4
+	maxKept = 4096
+)
 
 type op struct {
 	kind opKind
@@ -117,7 +147,8 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	opts := &pebble.Options{Logger: logger{s}, FS: fs, EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
+	opts := &pebble.Options{Logger: logger{s}, FS: walFS{fs}, MemTableSize: memTableSize,
+		EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
 	// Pebble takes a directory without CURRENT (which names the live
 	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
 	// over what is there: a store that lost its CURRENT would fail one
@@ -132,6 +163,10 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
+	}
+	if mode == SyncBatch {
+		s.syncing = make(chan written, syncDepth)
+		go s.answer()
 	}
 	go s.write()
 	return s, nil
@@ -204,9 +239,14 @@ func (s *Store) enqueue(o op) {
 }
 
 // write is the writer goroutine: it takes everything queued, commits it
-// as one batch (one fsync), answers, and goes again.
+// as one batch, and goes again. With SyncBatch it leaves the wait for the
+// sync, and the answers, to answer; otherwise it answers itself.
 func (s *Store) write() {
-	defer close(s.stopped)
+	if s.syncing != nil {
+		defer close(s.syncing) // answer closes s.stopped
+	} else {
+		defer close(s.stopped)
+	}
 	var spare []op
 	for {
 		s.mu.Lock()
@@ -219,13 +259,22 @@ func (s *Store) write() {
 		}
 		ops := s.queue
 		s.queue = spare[:0]
+		if n := len(s.free); n > 0 {
+			spare, s.free = s.free[n-1], s.free[:n-1]
+		} else {
+			spare = nil
+		}
 		s.mu.Unlock()
 
-		if s.sync == SyncAlways {
+		switch s.sync {
+		case SyncBatch:
+			s.syncing <- s.write1(ops)
+			continue // answer recycles ops
+		case SyncAlways:
 			for i := range ops {
 				s.commit(ops[i : i+1])
 			}
-		} else {
+		case SyncNever:
 			s.commit(ops)
 		}
 		clear(ops)
@@ -233,8 +282,9 @@ func (s *Store) write() {
 	}
 }
 
-// commit writes ops as one batch and calls their dones: with nil once the
-// batch is durable, else with the error that failed the store.
+// commit writes ops as one batch, waits for it to be durable as the Sync
+// mode says, and calls their dones: with nil once the batch is durable,
+// else with the error that failed the store.
 func (s *Store) commit(ops []op) {
 	err := s.Failure()
 	if err == nil {
@@ -245,30 +295,17 @@ func (s *Store) commit(ops []op) {
 	} else {
 		err = &stoppedError{dir: s.dir, cause: err}
 	}
-	for i := range ops {
-		if ops[i].done != nil {
-			ops[i].done(err)
-		}
-	}
+	done(ops, err)
 }
 
 // apply commits ops as one Pebble batch.
 func (s *Store) apply(ops []op) error {
 	return s.guard(func() error {
-		b := s.db.NewBatch()
-		defer b.Close()
-		for i := range ops {
-			var err error
-			switch ops[i].kind {
-			case opPut:
-				err = b.Set(ops[i].key[:], ops[i].val, nil)
-			case opDelete:
-				err = b.Delete(ops[i].key[:], nil)
-			}
-			if err != nil {
-				return err
-			}
+		b, err := s.build(ops)
+		if err != nil {
+			return err
 		}
+		defer b.Close()
 		opts := pebble.Sync
 		if s.sync == SyncNever {
 			opts = pebble.NoSync
@@ -276,6 +313,85 @@ func (s *Store) apply(ops []op) error {
 		s.batches.Add(1)
 		return b.Commit(opts)
 	})
+}
+
+// write1 writes ops as one batch to the log without waiting for its sync
+// (SyncBatch), for answer to wait for: or, if the store has failed, says
+// why they were not written.
+func (s *Store) write1(ops []op) written {
+	if err := s.Failure(); err != nil {
+		return written{ops: ops, err: &stoppedError{dir: s.dir, cause: err}}
+	}
+	var b *pebble.Batch
+	err := s.guard(func() error {
+		var err error
+		if b, err = s.build(ops); err != nil {
+			return err
+		}
+		s.batches.Add(1)
+		if err = s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+			b.Close()
+			b = nil
+		}
+		return err
+	})
+	if err != nil {
+		s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
+		return written{ops: ops, err: s.Failure()}
+	}
+	return written{b: b, ops: ops}
+}
+
+// answer waits for each batch's sync, in the order written, and calls its
+// records' dones: one sync of the log covers every batch written before
+// it, so the answers come in the order of the writes.
+func (s *Store) answer() {
+	defer close(s.stopped)
+	for w := range s.syncing {
+		err := w.err
+		if w.b != nil {
+			b := w.b
+			if err = s.guard(func() error { defer b.Close(); return b.SyncWait() }); err != nil {
+				s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
+				err = s.Failure()
+			}
+		}
+		done(w.ops, err)
+		clear(w.ops)
+		s.mu.Lock()
+		if len(s.free) < maxFree && cap(w.ops) <= maxKept {
+			s.free = append(s.free, w.ops[:0])
+		}
+		s.mu.Unlock()
+	}
+}
+
+// build puts ops in a new batch.
+func (s *Store) build(ops []op) (*pebble.Batch, error) {
+	b := s.db.NewBatch()
+	for i := range ops {
+		var err error
+		switch ops[i].kind {
+		case opPut:
+			err = b.Set(ops[i].key[:], ops[i].val, nil)
+		case opDelete:
+			err = b.Delete(ops[i].key[:], nil)
+		}
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// done calls the dones of a batch's records with its outcome.
+func done(ops []op, err error) {
+	for i := range ops {
+		if ops[i].done != nil {
+			ops[i].done(err)
+		}
+	}
 }
 
 // guard runs f, a call into Pebble, on a goroutine of its own and returns

@@ -31,6 +31,56 @@ func open(t *testing.T, dir string, mode Sync) *Store {
 	return s
 }
 
+// syncFS counts the syncs of the write-ahead log: those begun and those
+// ended. The log syncs one at a time.
+type syncFS struct {
+	vfs.FS
+	begun, ended atomic.Int64
+}
+
+func (fs *syncFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	return fs.wrap(name, f), err
+}
+
+func (fs *syncFS) ReuseForWrite(old, name string) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(old, name)
+	return fs.wrap(name, f), err
+}
+
+func (fs *syncFS) wrap(name string, f vfs.File) vfs.File {
+	if f == nil || !strings.HasSuffix(name, ".log") {
+		return f
+	}
+	return &syncFile{File: f, fs: fs}
+}
+
+type syncFile struct {
+	vfs.File
+	fs *syncFS
+}
+
+func (f *syncFile) Sync() error     { return f.fs.count(f.File.Sync) }
+func (f *syncFile) SyncData() error { return f.fs.count(f.File.SyncData) }
+
+func (fs *syncFS) count(sync func() error) error {
+	fs.begun.Add(1)
+	err := sync()
+	fs.ended.Add(1)
+	return err
+}
+
+// openSyncs opens a store whose log syncs are counted.
+func openSyncs(t testing.TB, dir string, mode Sync) (*Store, *syncFS) {
+	t.Helper()
+	fs := &syncFS{FS: vfs.Default}
+	s, err := openFS(dir, mode, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fs
+}
+
 func ids(t *testing.T, s *Store) []uint64 {
 	t.Helper()
 	var out []uint64
@@ -67,10 +117,10 @@ func TestSaveDeleteReopen(t *testing.T) {
 	}
 }
 
-// Saves queued while a batch is written share the next one: far fewer
-// commits than records, and every done called once, after its write.
+// Saves queued while the log syncs share the next sync: far fewer fsyncs
+// than records, and every done called once, after its write.
 func TestGroupCommit(t *testing.T) {
-	s := open(t, t.TempDir(), SyncBatch)
+	s, fs := openSyncs(t, t.TempDir(), SyncBatch)
 	defer s.Close()
 	const n = 2000
 	var wg sync.WaitGroup
@@ -95,11 +145,55 @@ func TestGroupCommit(t *testing.T) {
 	if done != n || len(ids(t, s)) != n {
 		t.Fatalf("%d saves answered, %d stored", done, len(ids(t, s)))
 	}
-	b := s.batches.Load()
-	if b >= n {
-		t.Fatalf("%d records in %d batches: no group commit", n, b)
+	syncs := fs.ended.Load()
+	if syncs >= n {
+		t.Fatalf("%d records in %d syncs: no group commit", n, syncs)
 	}
-	t.Logf("%d records in %d batches", n, b)
+	t.Logf("%d records in %d batches, %d syncs", n, s.batches.Load(), syncs)
+}
+
+// No record is answered before a sync of the log that began after it was
+// queued has ended, in the modes that promise it.
+func TestAnsweredAfterSync(t *testing.T) {
+	for _, mode := range []Sync{SyncBatch, SyncAlways} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			s, fs := openSyncs(t, t.TempDir(), mode)
+			defer s.Close()
+			const writers = 8
+			each := 200
+			if mode == SyncAlways {
+				each = 40 // an fsync each
+			}
+			var wg sync.WaitGroup
+			for g := range writers {
+				wg.Go(func() {
+					var answered sync.WaitGroup
+					for i := range each {
+						id := uint64(g*each + i + 1)
+						begun := fs.begun.Load()
+						answered.Add(1)
+						s.Put(id, s.Encode(&sched.Record{ID: id, Func: "f"}), func(err error) {
+							defer answered.Done()
+							if err != nil {
+								t.Error(err)
+							}
+							if ended := fs.ended.Load(); ended <= begun {
+								t.Errorf("job %d answered after %d syncs, queued after %d had begun", id, ended, begun)
+							}
+						})
+						if i%2 == 1 {
+							s.Delete(id - 1)
+						}
+					}
+					answered.Wait()
+				})
+			}
+			wg.Wait()
+			if got := len(ids(t, s)); got != writers*each/2 {
+				t.Fatalf("%d records stored, want %d", got, writers*each/2)
+			}
+		})
+	}
 }
 
 func TestClosedStore(t *testing.T) {
@@ -495,4 +589,72 @@ func copySynced(to, from string) error {
 		}
 	}
 	return nil
+}
+
+// A new log is written full of zeros before any record, and a crash
+// loses nothing acknowledged from it: the records up to the zeros are
+// replayed, across logs that rotated, and nothing after them. The crash
+// is a strict in-memory file system dropping every write not synced.
+func TestZeroFilledLog(t *testing.T) {
+	mem := vfs.NewStrictMem()
+	if err := mem.MkdirAll("db", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if root, err := mem.OpenDir(""); err != nil || root.Sync() != nil {
+		t.Fatalf("sync the root: %v", err)
+	}
+	s, err := openFS("db", SyncBatch, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := func() (n int) {
+		names, _ := mem.List("db")
+		for _, name := range names {
+			if strings.HasSuffix(name, ".log") {
+				n++
+				fi, err := mem.Stat(mem.PathJoin("db", name))
+				if err != nil || fi.Size() < walSize {
+					t.Errorf("log %s: %v, size %d, want at least %d", name, err, fi.Size(), walSize)
+				}
+			}
+		}
+		return n
+	}
+	if logs() == 0 {
+		t.Fatal("no log")
+	}
+	// Enough to fill the first memtables (256 KiB, doubling): the log
+	// rotates onto new, filled files.
+	const n = 2000
+	payload := bytes.Repeat([]byte("p"), 500)
+	var want []uint64
+	for id := uint64(1); id <= n; id++ {
+		s.Put(id, s.Encode(&sched.Record{Func: "f", Payload: payload}), nil)
+		if id%3 == 0 {
+			s.Delete(id)
+		} else {
+			want = append(want, id)
+		}
+	}
+	if err := s.Save(&sched.Record{ID: n + 1, Func: "f"}); err != nil { // synced, and all before it
+		t.Fatal(err)
+	}
+	want = append(want, n+1)
+	if logs() < 2 {
+		t.Fatal("the log never rotated")
+	}
+	mem.SetIgnoreSyncs(true)
+	s.Put(n+2, s.Encode(&sched.Record{Func: "never synced"}), nil)
+	s.Close()
+	mem.ResetToSyncedState()
+	mem.SetIgnoreSyncs(false)
+
+	s, err = openFS("db", SyncBatch, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := ids(t, s); !slices.Equal(got, want) {
+		t.Fatalf("after the crash: %d ids, want %d (%v...)", len(got), len(want), got[:min(len(got), 10)])
+	}
 }
