@@ -189,6 +189,12 @@ func TestAnsweredAfterSync(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			// The last deletes are answered by nothing: wait for them.
+			flushed := make(chan error, 1)
+			s.Flush(func(err error) { flushed <- err })
+			if err := <-flushed; err != nil {
+				t.Fatal(err)
+			}
 			if got := len(ids(t, s)); got != writers*each/2 {
 				t.Fatalf("%d records stored, want %d", got, writers*each/2)
 			}
