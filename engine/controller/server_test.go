@@ -678,10 +678,21 @@ func TestSetTaskUnansweredButTaken(t *testing.T) {
 func TestTaskIDCheck(t *testing.T) {
 	t.Run("reports none while holding one", func(t *testing.T) {
 		e := newEnv(t, Config{})
-		w := e.worker(runner)
-		e.submit("x")
+		w := e.worker(func(c control) (*codec.WorkerResponse, string) {
+			if c.msg.Type == codec.ControlType_CTRL_FETCH {
+				return &codec.WorkerResponse{Error: codec.WorkerError_WORKER_ERR_NO_FETCH}, ""
+			}
+			return ok(c.msg.GetTaskId()), ""
+		})
+		x := e.submit("x")
 		w.pulse(codec.PulseType_PULSE_OK, 0)
 		w.next() // SET_TASK
+		// A pulse sent during the push may still say 0. The FETCH that a
+		// FETCH_ME brings comes after the push is over: past it, 0 is wrong.
+		w.pulse(codec.PulseType_PULSE_FETCH_ME, x)
+		if c := w.next(); c.msg.Type != codec.ControlType_CTRL_FETCH {
+			t.Fatalf("got %v", c.msg)
+		}
 		w.pulse(codec.PulseType_PULSE_OK, 0)
 		if c := w.next(); c.msg.Type != codec.ControlType_CTRL_RESTART {
 			t.Fatalf("got %v", c.msg)
