@@ -180,61 +180,34 @@ func run() error {
 
 // runOne starts a fresh server, runs one scenario against it and stops it.
 func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec) (record.Run, error) {
-	cfg := s.config
-	if s.periodicFlag {
-		// The Gearman scenarios run without switchyard's default Periodic
-		// listener (0.0.0.0:5000); the Periodic ones on a loopback port
-		// the kernel picks, the one that does not answer getpid.
-		listen := "off"
-		if sc.Periodic {
-			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
-		}
-		cfg.Args = append(slices.Clip(cfg.Args), "--periodic-listen", listen)
-	} else if sc.Periodic {
-		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
-			Error: cfg.Path + " has no --periodic-listen: it does not serve Periodic"}, nil
-	}
 	var controllerSocket string
-	if s.controllerFlag {
-		// Not in /run: the Gearman scenarios measure TCP. The controller
-		// ones get a fresh directory for the main socket and the workers'.
-		controllerSocket = "off"
-		if sc.Controller {
+	cfg := s.config
+	// Each protocol's listener is off but for that protocol's scenarios:
+	// on a loopback port the kernel picks (the one that does not answer
+	// getpid), or for the controller a socket in a fresh directory.
+	for i, l := range listeners {
+		if !s.has[i] {
+			if l.of(sc) {
+				return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+					Error: cfg.Path + " has no " + l.flag + ": it does not serve " + l.protocol}, nil
+			}
+			continue
+		}
+		value := "off"
+		switch {
+		case !l.of(sc):
+		case l.flag == "--controller-socket":
 			dir, err := controllerDir()
 			if err != nil {
 				return record.Run{}, err
 			}
 			defer os.RemoveAll(dir)
 			controllerSocket = filepath.Join(dir, "main.sock")
+			value = controllerSocket
+		default:
+			value, cfg.Listeners = "tcp://127.0.0.1:0", 2
 		}
-		cfg.Args = append(slices.Clip(cfg.Args), "--controller-socket", controllerSocket)
-	} else if sc.Controller {
-		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
-			Error: cfg.Path + " has no --controller-socket: it does not serve the Worker–Controller protocol"}, nil
-	}
-	if s.dworkFlag {
-		// Not on dwork's port 6125: the Gearman scenarios run without
-		// it, the dwork ones on a loopback port the kernel picks.
-		listen := "off"
-		if sc.Dwork {
-			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
-		}
-		cfg.Args = append(slices.Clip(cfg.Args), "--dwork-listen", listen)
-	} else if sc.Dwork {
-		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
-			Error: cfg.Path + " has no --dwork-listen: it does not serve dwork"}, nil
-	}
-	if s.memodbFlag {
-		// Off but for the MemoDB scenario, on a loopback port the kernel
-		// picks: the one that does not answer getpid.
-		listen := "off"
-		if sc.Memodb {
-			listen, cfg.Listeners = "tcp://127.0.0.1:0", 2
-		}
-		cfg.Args = append(slices.Clip(cfg.Args), "--memodb-listen", listen)
-	} else if sc.Memodb {
-		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
-			Error: cfg.Path + " has no --memodb-listen: it does not serve MemoDB"}, nil
+		cfg.Args = append(slices.Clip(cfg.Args), l.flag, value)
 	}
 	if sc.Durable {
 		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
@@ -308,15 +281,9 @@ func durableArgs(name string, args []string, dir string) []string {
 type serverSpec struct {
 	config harness.Config
 	record record.Server
-	// periodicFlag: switchyard with --periodic-listen, which runOne
-	// appends to config.Args per scenario.
-	periodicFlag bool
-	// controllerFlag: switchyard with --controller-socket, likewise.
-	controllerFlag bool
-	// dworkFlag: switchyard with --dwork-listen, likewise.
-	dworkFlag bool
-	// memodbFlag: switchyard with --memodb-listen, likewise.
-	memodbFlag bool
+	// has says which of listeners the binary knows: runOne appends
+	// each of those to config.Args per scenario.
+	has [len(listeners)]bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -329,27 +296,14 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	sy := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.switchyardLoops), "-l", "stderr", "-f", fd, "-q", "builtin"}
 	sy = append(sy, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec("switchyard", opts.switchyard, sy)
-	// The record shows the Gearman scenarios' command line: the Periodic
-	// ones have tcp://127.0.0.1:0 in place of the first off, the
-	// controller ones a socket in a fresh directory in place of the
-	// second, the dwork ones tcp://127.0.0.1:0 in place of the third, the
-	// MemoDB one tcp://127.0.0.1:0 in place of the fourth.
-	if hasOption(opts.switchyard, "--periodic-listen") {
-		spec.periodicFlag = true
-		spec.record.Args = append(slices.Clip(spec.record.Args), "--periodic-listen", "off")
-	}
-	if hasOption(opts.switchyard, "--controller-socket") {
-		spec.controllerFlag = true
-		spec.record.Args = append(slices.Clip(spec.record.Args), "--controller-socket", "off")
-	}
-	if hasOption(opts.switchyard, "--dwork-listen") {
-		spec.dworkFlag = true
-		spec.record.Args = append(slices.Clip(spec.record.Args), "--dwork-listen", "off")
-	}
-	if hasOption(opts.switchyard, "--memodb-listen") {
-		// Not on port 12703, and on for the MemoDB scenario only (runOne).
-		spec.memodbFlag = true
-		spec.record.Args = append(slices.Clip(spec.record.Args), "--memodb-listen", "off")
+	// The record shows the Gearman scenarios' command line: every
+	// listener the binary knows, off (a protocol's scenarios have theirs
+	// on, see runOne).
+	help := helpText(opts.switchyard)
+	for i, l := range listeners {
+		if spec.has[i] = strings.Contains(help, l.flag); spec.has[i] {
+			spec.record.Args = append(slices.Clip(spec.record.Args), l.flag, "off")
+		}
 	}
 	servers := []serverSpec{spec}
 	if opts.gearmand == "" || opts.gearmand == "none" {
@@ -379,14 +333,26 @@ func newServerSpec(name, path string, args []string) serverSpec {
 	}
 }
 
-// hasOption reports whether the --help of the binary at path names option.
-// A switchyard from before its Periodic listener refuses the flag, and the
-// bench still runs its Gearman scenarios.
-func hasOption(path, option string) bool {
+// helpText is the --help of the binary at path. A switchyard from before
+// a protocol's listener refuses its flag, and the bench still runs the
+// other scenarios.
+func helpText(path string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	out, _ := exec.CommandContext(ctx, path, "--help").CombinedOutput()
-	return strings.Contains(string(out), option)
+	return string(out)
+}
+
+// listeners are switchyard's listeners of the protocols besides Gearman's,
+// in the order their flags come on the command line.
+var listeners = [...]struct {
+	flag, protocol string
+	of             func(*scenario.Scenario) bool // the scenarios that need it on
+}{
+	{"--periodic-listen", "Periodic", func(sc *scenario.Scenario) bool { return sc.Periodic }},
+	{"--controller-socket", "the Worker–Controller protocol", func(sc *scenario.Scenario) bool { return sc.Controller }},
+	{"--dwork-listen", "dwork", func(sc *scenario.Scenario) bool { return sc.Dwork }},
+	{"--memodb-listen", "MemoDB", func(sc *scenario.Scenario) bool { return sc.Memodb }},
 }
 
 func serverNames(servers []serverSpec) string {
