@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"switchyard/engine/controller"
 	"switchyard/engine/dwork"
+	"switchyard/engine/gearhttp"
 	"switchyard/engine/gearman"
 	"switchyard/engine/memodb"
 	"switchyard/engine/periodic"
@@ -226,6 +228,16 @@ func run(args []string) int {
 		}
 		others = append(others, frontend{"memodb", msrv})
 	}
+	var hsrv *gearhttp.Server
+	if o.HTTP {
+		hsrv = gearhttp.New(httpConfig(o), s, log)
+		if err := hsrv.Start(); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			stopServers(srv, others, log)
+			return 1
+		}
+		others = append(others, frontend{"http", hsrv})
+	}
 	srv = gearman.New(cfg, s, log)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -259,6 +271,9 @@ func run(args []string) int {
 	}
 	if msrv != nil {
 		log.Info("memodb listening", zap.Strings("addrs", msrv.Addrs()))
+	}
+	if hsrv != nil {
+		log.Info("http listening", zap.Stringer("addr", hsrv.Addr()))
 	}
 
 	select {
@@ -387,6 +402,20 @@ func memodbAddrs(o *options) []string {
 		return []string{defaultMemodbListen}
 	}
 	return o.MemodbListen
+}
+
+// httpConfig is gearmand's HTTP protocol's configuration (-r http): its
+// port on -L's address, as gearmand binds it, and the Gearman port's job
+// handles and exceptions setting.
+func httpConfig(o *options) gearhttp.Config {
+	return gearhttp.Config{
+		Addr:         net.JoinHostPort(o.Listen, o.HTTPPort),
+		HandlePrefix: o.JobHandlePrefix,
+		Exceptions:   o.Exceptions,
+		MaxBody:      o.MaxPacket,
+		Timeout:      o.HTTPTimeout,
+		Server:       "switchyard/" + version,
+	}
 }
 
 // maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int
