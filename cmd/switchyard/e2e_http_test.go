@@ -587,6 +587,12 @@ func TestE2EHTTPGearmanWorker(t *testing.T) {
 	curl := requireTool(t, "curl")
 	gearman := requireTool(t, "gearman")
 	s := startHTTPServer(t, serverBinary(t))
+	// The log names the port the kernel picked for --http-port 0.
+	re := regexp.MustCompile(`\shttp listening\s+\{"addr": "` + regexp.QuoteMeta(s.http) + `"\}`)
+	waitUntil(t, e2eWaitTimeout, "an http listening line naming "+s.http, func() (bool, string) {
+		out := s.proc.stderr.String()
+		return re.MatchString(out), out
+	})
 	host, port, _ := net.SplitHostPort(s.gear)
 	w := startProc(t, "", gearman, "-w", "-h", host, "-p", port, "-f", "wc", "--", "wc", "-c")
 	defer w.kill()
