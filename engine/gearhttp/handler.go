@@ -1,8 +1,8 @@
 package gearhttp
 
 import (
+	"bytes"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
@@ -105,21 +105,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.foreground(w, r, &req, m == methodHead)
 }
 
-// readBody reads a POST's or PUT's body, up to limit bytes.
+// readBody reads a POST's or PUT's body, up to limit bytes. The buffer
+// grows as the bytes come: a Content-Length alone does not make the
+// server allocate what it claims.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	if n := r.ContentLength; n > 0 {
-		if n > limit {
-			return nil, &http.MaxBytesError{Limit: limit}
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(body, b); err != nil {
-			return nil, err
-		}
-		return b, nil
+	n := r.ContentLength
+	if n > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	return io.ReadAll(body) // chunked, or none
+	var buf bytes.Buffer
+	if n > 0 {
+		buf.Grow(int(min(n, bodyStart)))
+	}
+	// For a Content-Length, net/http's body ends there, and one that ends
+	// early is an error; a chunked one ends with its last chunk.
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), err
 }
+
+// bodyStart is the most a body's buffer starts with.
+const bodyStart = 1 << 20
 
 // background submits a background job and answers once it is queued (and,
 // with a durable queue, on disk): 200 with JOB_CREATED and its handle.

@@ -100,7 +100,7 @@ func (s *Server) Mount(path string, h http.Handler) { s.mounts[path] = h }
 
 // ServeHTTP dispatches to a mounted handler, else to the protocol's.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if m, ok := s.mounts[r.URL.Path]; ok && len(s.mounts) > 0 {
+	if m, ok := s.mounts[r.URL.Path]; ok {
 		m.ServeHTTP(w, r)
 		return
 	}

@@ -564,6 +564,17 @@ func TestNoJob(t *testing.T) {
 		}
 		c.Close()
 	}
+	// A body cut short: no job, no answer.
+	c, err := net.Dial("tcp", e.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /f HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")
+	c.(*net.TCPConn).CloseWrite()
+	if !closedByServer(t, c) {
+		t.Error("a body cut short was answered")
+	}
+	c.Close()
 	if n := len(e.sched.Jobs()); n != 0 {
 		t.Fatalf("%d jobs", n)
 	}
