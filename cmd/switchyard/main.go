@@ -230,7 +230,7 @@ func run(args []string) int {
 	}
 	var hsrv *gearhttp.Server
 	if o.HTTP {
-		hsrv = gearhttp.New(httpConfig(o), s, log)
+		hsrv = gearhttp.New(httpConfig(o, cfg), s, log)
 		if err := hsrv.Start(); err != nil {
 			log.Error("cannot start", zap.Error(err))
 			stopServers(srv, others, log)
@@ -406,9 +406,9 @@ func memodbAddrs(o *options) []string {
 
 // httpConfig is gearmand's HTTP protocol's configuration (-r http): its
 // port on -L's address, as gearmand binds it, and the Gearman port's job
-// handles and exceptions setting.
-func httpConfig(o *options) gearhttp.Config {
-	return gearhttp.Config{
+// handles, exceptions and TCP keepalive settings.
+func httpConfig(o *options, gcfg gearman.Config) gearhttp.Config {
+	cfg := gearhttp.Config{
 		Addr:         net.JoinHostPort(o.Listen, o.HTTPPort),
 		HandlePrefix: o.JobHandlePrefix,
 		Exceptions:   o.Exceptions,
@@ -416,6 +416,14 @@ func httpConfig(o *options) gearhttp.Config {
 		Timeout:      o.HTTPTimeout,
 		Server:       "switchyard/" + version,
 	}
+	if gcfg.Keepalive {
+		// The defaults of the Gearman port's (gnet's): Linux's idle time,
+		// a fifth of it between probes, five probes.
+		idle := cmp.Or(gcfg.KeepaliveIdle, 2*time.Hour)
+		cfg.KeepAlive = net.KeepAliveConfig{Enable: true, Idle: idle,
+			Interval: cmp.Or(gcfg.KeepaliveInterval, idle/5), Count: cmp.Or(gcfg.KeepaliveCount, 5)}
+	}
+	return cfg
 }
 
 // maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int

@@ -48,6 +48,9 @@ type Config struct {
 	Timeout time.Duration
 	// Server is the Server header's value.
 	Server string
+	// KeepAlive is TCP keepalive on the accepted connections (--keepalive);
+	// off when not Enable, as gearmand's sockets are without it.
+	KeepAlive net.KeepAliveConfig
 }
 
 // DefaultMaxBody is Config.MaxBody's default, --max-packet's.
@@ -67,9 +70,10 @@ const (
 
 // Server is gearmand's HTTP protocol on a listener of its own.
 type Server struct {
-	h    *Handler
-	log  *zap.Logger
-	addr string
+	h         *Handler
+	log       *zap.Logger
+	addr      string
+	keepAlive net.KeepAliveConfig
 
 	mounts map[string]http.Handler // Mount's, by exact path
 	hs     *http.Server
@@ -87,7 +91,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{h: NewHandler(cfg, s, log), log: log, addr: cfg.Addr, mounts: map[string]http.Handler{}}
+	return &Server{h: NewHandler(cfg, s, log), log: log, addr: cfg.Addr, keepAlive: cfg.KeepAlive, mounts: map[string]http.Handler{}}
 }
 
 // Handler is the protocol's handler, for serving it from another
@@ -109,7 +113,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Start binds Config.Addr and serves it.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.addr)
+	lc := net.ListenConfig{KeepAlive: -1, KeepAliveConfig: s.keepAlive} // Go's default would be on
+	ln, err := lc.Listen(context.Background(), "tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("http: listen on %s: %w", s.addr, err)
 	}
