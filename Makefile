@@ -51,6 +51,7 @@ proto:
 # input (golang/go#75804, fixed in Go 1.27).
 fuzz:
 	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzParse -fuzztime 4000000x
+	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzHandles -fuzztime 1300000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 3000000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime 3000000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime 1500000x
@@ -62,6 +63,7 @@ fuzz:
 	$(GO) test ./codec/memodb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 2500000x
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
+	$(GO) test ./engine/gearhttp -run '^$$' -fuzz FuzzServer -fuzztime 30000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
 

@@ -91,6 +91,12 @@
 //     timeout), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
 //     GET_STATUS(_UNIQUE) -> Sched.Status/StatusUnique; admin -> Sched.Funcs,
 //     Jobs, Cancel, CreateFunc, DropFunc, SetMaxQueue.
+//   - gearmand's HTTP protocol: a request -> NewClient and Submit, as
+//     Gearman's SUBMIT_JOB (unique "-" by default, so CoalesceOnPayload); a
+//     background one with Stored, answered once stored; a foreground one
+//     with the request as Listener: Data is gathered, the first other
+//     update answers it, and Client.Close detaches it when the client
+//     leaves or waits too long.
 //   - Periodic: SUBMIT_JOB and LOAD -> Submit with Background, RetryForever,
 //     Replace, Unique = name, When = sched_at, Timeout, Counter; GRAB_JOB
 //     parks: the frontend calls Sleep and, on Wake, GrabAttempt (the

@@ -29,6 +29,9 @@ type Target struct {
 	// MemodbURL is the server's MemoDB listener, tcp://HOST:PORT, for the
 	// MemoDB scenario ("" otherwise).
 	MemodbURL string
+	// HTTPAddr is the server's listener of gearmand's HTTP protocol
+	// (HOST:PORT), for the HTTP scenarios ("" otherwise).
+	HTTPAddr string
 	// Usage reads the server process's memory and CPU use.
 	Usage func() (harness.Usage, error)
 	// Restart, set for the durable scenarios, kills the server with
@@ -59,6 +62,9 @@ type Scenario struct {
 	// Memodb runs it against switchyard alone (gearmand has no MemoDB),
 	// started with a MemoDB listener: Target.MemodbURL.
 	Memodb bool
+	// HTTP runs it against both servers with gearmand's HTTP protocol on
+	// (-r http, on a port the kernel picks): Target.HTTPAddr.
+	HTTP bool
 	// Durable runs it against the servers' durable queues: switchyard's
 	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
 	// fresh directory.
@@ -92,6 +98,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
+	httpFg, httpBg,
 	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, bgDurable, queue1MDurable}
 
 // Lookup finds scenarios by name, in the order given.

@@ -19,7 +19,7 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic, controller, dworks, memodb []string
+	var gearman, echo, periodic, controller, dworks, memodb, https []string
 	for _, s := range All {
 		switch {
 		case s.Echo:
@@ -32,6 +32,8 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 			dworks = append(dworks, s.Name)
 		case s.Memodb:
 			memodb = append(memodb, s.Name)
+		case s.HTTP:
+			https = append(https, s.Name)
 		default:
 			gearman = append(gearman, s.Name)
 		}
@@ -54,6 +56,9 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"memodb"}; !reflect.DeepEqual(memodb, want) {
 		t.Errorf("MemoDB scenarios %q, want %q", memodb, want)
 	}
+	if want := []string{"http", "http-bg"}; !reflect.DeepEqual(https, want) {
+		t.Errorf("HTTP scenarios %q, want %q", https, want)
+	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
 	}
@@ -72,13 +77,13 @@ func TestScenarioParams(t *testing.T) {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
 			kinds := 0
-			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb} {
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP} {
 				if k {
 					kinds++
 				}
 			}
 			if kinds > 1 {
-				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB")
+				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP")
 			}
 		})
 	}
@@ -480,5 +485,60 @@ func TestMemodbAgainstSwitchyard(t *testing.T) {
 	// Without a listener the scenario says so.
 	if run := memodbRun.Run(ctx, Target{Addr: srv.Addr, Usage: srv.Usage}, p); run.Error == "" {
 		t.Error("ran without a MemoDB listener")
+	}
+}
+
+// TestHTTPAgainstServers runs the HTTP scenarios for a moment against
+// switchyard and, when it is installed, gearmand, each started as the
+// bench starts them (-r http --http-port 0): the harness finds both
+// ports, and the client reuses switchyard's connections and reconnects
+// to gearmand, which closes each.
+func TestHTTPAgainstServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the servers; skipped with -short")
+	}
+	servers := []harness.Config{{
+		Name: "switchyard", Path: buildSwitchyard(t), Listeners: 2,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off",
+			"--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "-r", "http", "--http-port", "0"},
+	}}
+	if _, err := os.Stat("/usr/sbin/gearmand"); err == nil {
+		servers = append(servers, harness.Config{Name: "gearmand", Path: "/usr/sbin/gearmand", Listeners: 2,
+			Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "none", "--pid-file", filepath.Join(t.TempDir(), "pid"), "-r", "http", "--http-port", "0"}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, cfg := range servers {
+		t.Run(cfg.Name, func(t *testing.T) {
+			srv, err := harness.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := srv.Stop(); err != nil {
+					t.Error(err)
+				}
+			}()
+			target := Target{Addr: srv.Addr, HTTPAddr: srv.Others[0], Usage: srv.Usage}
+			p := Params{Clients: 2, Workers: 2, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond}
+			for _, sc := range []*Scenario{httpFg, httpBg} {
+				run := sc.Run(ctx, target, p)
+				if run.Error != "" {
+					t.Fatalf("%s: %s\nserver output:\n%s", sc.Name, run.Error, srv.Output())
+				}
+				if run.Jobs <= 0 || run.Latency.Count != run.Jobs || run.Extra["failed"] != 0 {
+					t.Errorf("%s: implausible run: %+v", sc.Name, run)
+				}
+				// gearmand closes after each answer; switchyard keeps the
+				// two clients' connections for hundreds of requests.
+				if c := run.Extra["connects_per_job"]; (cfg.Name == "gearmand" && c != 1) || (cfg.Name == "switchyard" && (c <= 0 || c > 0.1)) {
+					t.Errorf("%s: %v connections per request", sc.Name, c)
+				}
+			}
+			// Without a listener the scenario says so.
+			if run := httpFg.Run(ctx, Target{Addr: srv.Addr, Usage: srv.Usage}, p); run.Error == "" {
+				t.Error("ran without an HTTP listener")
+			}
+		})
 	}
 }

@@ -35,8 +35,9 @@ package main
 // before the file; then --verbose; then the checks gearmand only makes at
 // startup (queue type, protocol module).
 //
-// Deliberate departures from gearmand: -p is checked here (gearmand fails
-// when it binds); negative -t/-j/-w/-b/-f and keepalive values outside what
+// Deliberate departures from gearmand: -p, and --http-port with -r http,
+// are checked here (gearmand fails when it binds); negative -t/-j/-w/-b/-f
+// and keepalive values outside what
 // setsockopt takes are refused (gearmand wraps or fails at startup); --verbose
 // is case-insensitive; "@FILE" works; -q takes durable (ours, the default)
 // or builtin, anything else is refused; an
@@ -61,6 +62,7 @@ import (
 	"time"
 
 	"switchyard/engine/dwork"
+	"switchyard/engine/gearhttp"
 	"switchyard/engine/memodb"
 	"switchyard/sched/durable"
 	"switchyard/sched/sqlite"
@@ -90,6 +92,8 @@ const (
 	defaultDworkFunc   = "dwork"
 	// defaultMemodbListen is memodb-broker's usual URL (its REP socket).
 	defaultMemodbListen = memodb.DefaultListen
+	// defaultHTTPPort is gearmand's HTTP protocol module's.
+	defaultHTTPPort = "8080"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -143,6 +147,9 @@ type options struct {
 	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbListen; empty = off
 	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
 	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
+	HTTP              bool          // -r/--protocol http: serve gearmand's HTTP protocol on HTTPPort
+	HTTPPort          string        // --http-port, default "8080"; normalised like Port when HTTP is on, kept as given otherwise (gearmand ignores it then)
+	HTTPTimeout       time.Duration // --http-timeout (ours): how long a foreground HTTP request waits for its result; 0 = as long as the job takes; default 10m
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -263,7 +270,7 @@ var optTable = []*optDef{
 		help: "File to write process ID out to. Default is to write none. (gearmand's default is /var/gearmand.pid.)",
 		set:  setString(func(o *options) *string { return &o.PidFile })},
 	{long: "protocol", short: 'r', value: true, group: gGeneral,
-		help: "Load protocol module. Only 'http' is known, and it is ignored: switchyard serves the Gear protocol only.",
+		help: "Load protocol module. Only 'http' is known: gearmand's HTTP protocol, on --http-port.",
 		set:  func(s *parseState, v string) error { s.protocol = v; return nil }},
 	{long: "round-robin", short: 'R', group: gGeneral,
 		help: "Assign work in round-robin order per worker connection. The default is to assign work in the order of functions added by the worker.",
@@ -316,9 +323,12 @@ var optTable = []*optDef{
 	{long: "check-args", hidden: true,
 		set: setBool(func(o *options) *bool { return &o.CheckArgs })},
 
-	{long: "http-port", value: true, dflt: "8080", group: gHTTP,
-		help:    "Ignored: the HTTP protocol is not supported.",
-		ignored: "the HTTP protocol is not supported"},
+	{long: "http-port", value: true, dflt: defaultHTTPPort, group: gHTTP,
+		help: "Port to listen on, a number or a service name, with -r http; on the address of -L/--listen.",
+		set:  setString(func(o *options) *string { return &o.HTTPPort })},
+	{long: "http-timeout", value: true, dflt: "10m", group: gHTTP,
+		help: "How long a foreground HTTP request waits for its job's result before it is answered 504 and left to run without it: seconds, or a duration such as 90s, 10m, 1h. 0 waits as long as the job takes, as gearmand does. switchyard only.",
+		set:  setHTTPTimeout},
 
 	{long: "port", short: 'p', value: true, dflt: defaultPort, group: gGear,
 		help: "Port the server should listen on: a number or a service name. The environment variable GEARMAND_PORT replaces the default.",
@@ -647,6 +657,15 @@ func setFunctionTTL(s *parseState, v string) error {
 		return usagef("the argument ('%s') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)", v)
 	}
 	s.o.FunctionTTL = d
+	return nil
+}
+
+func setHTTPTimeout(s *parseState, v string) error {
+	d, ok := parseDuration(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--http-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 waits as long as the job takes)", v)
+	}
+	s.o.HTTPTimeout = d
 	return nil
 }
 
@@ -1000,6 +1019,8 @@ func defaultOptions() *options {
 		FunctionTTL:       time.Hour,
 		MemodbQueue:       memodb.DefaultQueueTimeout,
 		MemodbHeartbeat:   memodb.DefaultHeartbeat,
+		HTTPPort:          defaultHTTPPort,
+		HTTPTimeout:       gearhttp.DefaultTimeout,
 		ShutdownTimeout:   defaultShutdownTimeout,
 	}
 }
@@ -1075,7 +1096,12 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 	switch s.protocol {
 	case "":
 	case "http":
-		s.warnf("ignoring --protocol http: the HTTP protocol is not supported; only Gear is served")
+		// gearmand finds a bad port when it binds; here, as for -p, at once.
+		p, ok := normalizePort(o.HTTPPort)
+		if o.HTTPPort == "" || !ok {
+			return nil, usagef("the argument ('%s') for option '--http-port' is invalid", o.HTTPPort)
+		}
+		o.HTTP, o.HTTPPort = true, p
 	default:
 		return nil, usagef("Unknown protocol module : %s", s.protocol)
 	}

@@ -73,6 +73,7 @@ func TestDefaults(t *testing.T) {
 		QueueType: "durable", DataDir: "./switchyard-data", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
+		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute,
 	}
 	checkOptions(t, o, exp)
 }
@@ -92,6 +93,17 @@ func TestParseArgs(t *testing.T) {
 		{"--port N", []string{"--port", "4731"}, nil, want(func(o *options) { o.Port = "4731" })},
 		{"--port=N", []string{"--port=4731"}, nil, want(func(o *options) { o.Port = "4731" })},
 		{"port 0", []string{"-p", "0"}, nil, want(func(o *options) { o.Port = "0" })},
+
+		// -r http and its options.
+		{"-r http", []string{"-r", "http"}, nil, want(func(o *options) { o.HTTP = true })},
+		{"--protocol=http", []string{"--protocol=http"}, nil, want(func(o *options) { o.HTTP = true })},
+		{"-rhttp --http-port", []string{"-rhttp", "--http-port", "8081"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort = true, "8081" })},
+		{"http port service name", []string{"-r", "http", "--http-port=http-alt"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort = true, "8080" })},
+		{"http port 0", []string{"-r", "http", "--http-port=0"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort = true, "0" })},
+		{"http port without -r http", []string{"--http-port", "x"}, nil, want(func(o *options) { o.HTTPPort = "x" })},
+		{"--http-timeout seconds", []string{"--http-timeout", "90"}, nil, want(func(o *options) { o.HTTPTimeout = 90 * time.Second })},
+		{"--http-timeout duration", []string{"--http-timeout=1h"}, nil, want(func(o *options) { o.HTTPTimeout = time.Hour })},
+		{"--http-timeout 0", []string{"--http-timeout=0"}, nil, want(func(o *options) { o.HTTPTimeout = 0 })},
 		{"port 65535", []string{"-p", "65535"}, nil, want(func(o *options) { o.Port = "65535" })},
 		{"port leading zero", []string{"-p", "04731"}, nil, want(func(o *options) { o.Port = "4731" })},
 		{"port service name", []string{"-p", "http"}, nil, want(func(o *options) { o.Port = "80" })},
@@ -306,12 +318,10 @@ func TestWarnings(t *testing.T) {
 		{[]string{"--coredump"}, []string{"ignoring --coredump: core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)"}},
 		{[]string{"--hashtable-buckets", "1733003"}, []string{"ignoring --hashtable-buckets: switchyard's job tables grow as needed"}},
 		{[]string{"--hashtable-buckets=5"}, []string{"ignoring --hashtable-buckets: switchyard's job tables grow as needed"}},
-		{[]string{"-r", "http"}, []string{"ignoring --protocol http: the HTTP protocol is not supported; only Gear is served"}},
-		{[]string{"--protocol=http"}, []string{"ignoring --protocol http: the HTTP protocol is not supported; only Gear is served"}},
-		{[]string{"-rhttp"}, []string{"ignoring --protocol http: the HTTP protocol is not supported; only Gear is served"}},
+		{[]string{"-r", "http"}, nil},
 		{[]string{"-r", ""}, nil},
-		{[]string{"--http-port", "8080"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
-		{[]string{"--http-port=abc"}, []string{"ignoring --http-port: the HTTP protocol is not supported"}},
+		{[]string{"--http-port", "8080"}, nil},
+		{[]string{"--http-port=abc"}, nil}, // unused without -r http: gearmand does not look at it
 		{[]string{"--libmemcached-servers", "a:1,b:2"}, []string{"ignoring --libmemcached-servers: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--libmemcached-prefix=x"}, []string{"ignoring --libmemcached-prefix: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--libsqlite3-db", "/q.db"}, nil},
@@ -488,6 +498,11 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-q", ""}, nil, "unknown queue type '': use durable, builtin or libsqlite3"},
 		{[]string{"-r", "gear"}, nil, "Unknown protocol module : gear"},
 		{[]string{"--protocol=HTTP"}, nil, "Unknown protocol module : HTTP"},
+		{[]string{"-r", "http", "--http-port", "abc"}, nil, "the argument ('abc') for option '--http-port' is invalid"},
+		{[]string{"-r", "http", "--http-port", "70000"}, nil, "the argument ('70000') for option '--http-port' is invalid"},
+		{[]string{"-r", "http", "--http-port", ""}, nil, "the argument ('') for option '--http-port' is invalid"},
+		{[]string{"--http-timeout", "-1"}, nil, "the argument ('-1') for option '--http-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 waits as long as the job takes)"},
+		{[]string{"--http-timeout", "soon"}, nil, "the argument ('soon') for option '--http-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 waits as long as the job takes)"},
 		{nil, map[string]string{"GEARMAND_PORT": "abc"}, "the GEARMAND_PORT environment variable ('abc') is not a valid port"},
 		{nil, map[string]string{"GEARMAND_PORT": "70000"}, "the GEARMAND_PORT environment variable ('70000') is not a valid port"},
 

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"switchyard/engine/controller"
 	"switchyard/engine/dwork"
+	"switchyard/engine/gearhttp"
 	"switchyard/engine/gearman"
 	"switchyard/engine/memodb"
 	"switchyard/engine/periodic"
@@ -226,6 +228,16 @@ func run(args []string) int {
 		}
 		others = append(others, frontend{"memodb", msrv})
 	}
+	var hsrv *gearhttp.Server
+	if o.HTTP {
+		hsrv = gearhttp.New(httpConfig(o, cfg), s, log)
+		if err := hsrv.Start(); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			stopServers(srv, others, log)
+			return 1
+		}
+		others = append(others, frontend{"http", hsrv})
+	}
 	srv = gearman.New(cfg, s, log)
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -259,6 +271,9 @@ func run(args []string) int {
 	}
 	if msrv != nil {
 		log.Info("memodb listening", zap.Strings("addrs", msrv.Addrs()))
+	}
+	if hsrv != nil {
+		log.Info("http listening", zap.Stringer("addr", hsrv.Addr()))
 	}
 
 	select {
@@ -387,6 +402,28 @@ func memodbAddrs(o *options) []string {
 		return []string{defaultMemodbListen}
 	}
 	return o.MemodbListen
+}
+
+// httpConfig is gearmand's HTTP protocol's configuration (-r http): its
+// port on -L's address, as gearmand binds it, and the Gearman port's job
+// handles, exceptions and TCP keepalive settings.
+func httpConfig(o *options, gcfg gearman.Config) gearhttp.Config {
+	cfg := gearhttp.Config{
+		Addr:         net.JoinHostPort(o.Listen, o.HTTPPort),
+		HandlePrefix: o.JobHandlePrefix,
+		Exceptions:   o.Exceptions,
+		MaxBody:      o.MaxPacket,
+		Timeout:      o.HTTPTimeout,
+		Server:       "switchyard/" + version,
+	}
+	if gcfg.Keepalive {
+		// The defaults of the Gearman port's (gnet's): Linux's idle time,
+		// a fifth of it between probes, five probes.
+		idle := cmp.Or(gcfg.KeepaliveIdle, 2*time.Hour)
+		cfg.KeepAlive = net.KeepAliveConfig{Enable: true, Idle: idle,
+			Interval: cmp.Or(gcfg.KeepaliveInterval, idle/5), Count: cmp.Or(gcfg.KeepaliveCount, 5)}
+	}
+	return cfg
 }
 
 // maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int

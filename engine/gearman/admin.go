@@ -56,7 +56,7 @@ func (cn *conn) admin(p *codec.Packet) {
 			cn.out = append(cn.out, errUnknownError...)
 			break
 		}
-		id, ok := cn.srv.handles.parse(w[2])
+		id, ok := cn.srv.handles.Parse(w[2])
 		if !ok || cn.srv.sched.Cancel(id) != nil {
 			cn.out = append(cn.out, errUnknownJob...)
 			break
@@ -317,7 +317,7 @@ func (s *Server) appendJobs(dst []byte, unique bool) []byte {
 	js := make([]jobLine, 0, s.sched.Len())
 	// Every handle starts with the same prefix: hash it once, and per job
 	// only the digits that follow.
-	prefix := hashString(0, s.handles.prefix)
+	prefix := hashString(0, s.handles.Prefix())
 	var digits [20]byte
 	s.sched.JobsChunked(func(c []sched.JobInfo) {
 		for _, j := range c {
@@ -338,7 +338,7 @@ func (s *Server) appendJobs(dst []byte, unique bool) []byte {
 		return cmp.Compare(b.id, a.id) // newest first within a bucket
 	})
 	if !unique {
-		dst = slices.Grow(dst, len(js)*(len(s.handles.prefix)+16))
+		dst = slices.Grow(dst, len(js)*(len(s.handles.Prefix())+16))
 	}
 	for _, j := range js {
 		if unique {
@@ -346,7 +346,7 @@ func (s *Server) appendJobs(dst []byte, unique bool) []byte {
 			dst = append(dst, '\n')
 			continue
 		}
-		dst = s.handles.append(dst, j.id)
+		dst = s.handles.Append(dst, j.id)
 		dst = append(dst, '\t')
 		dst = strconv.AppendUint(dst, uint64(j.retries), 10)
 		dst = append(dst, "\t0\t"...)

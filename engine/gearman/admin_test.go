@@ -209,7 +209,7 @@ func TestBigListingsOrder(t *testing.T) {
 			if unique {
 				return j.Unique
 			}
-			return string(srv.handles.append(nil, j.ID))
+			return string(srv.handles.Append(nil, j.ID))
 		}
 		sort.SliceStable(jobs, func(a, b int) bool {
 			ba, bb := bucket(key(jobs[a])), bucket(key(jobs[b]))

@@ -435,7 +435,7 @@ func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update, split bool)
 		}
 	}
 	dst, start := codec.Begin(dst, codec.Res, t)
-	dst = cn.srv.handles.append(dst, id)
+	dst = cn.srv.handles.Append(dst, id)
 	switch {
 	case u.Kind == sched.Exception && t == codec.WorkFail:
 		dst = append(dst, 0) // gearmand keeps the exception's separator

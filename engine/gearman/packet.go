@@ -201,7 +201,7 @@ func parseInt(b []byte) int64 {
 
 func (cn *conn) getStatus(handle []byte) {
 	var st sched.JobStatus
-	if id, ok := cn.srv.handles.parse(handle); ok {
+	if id, ok := cn.srv.handles.Parse(handle); ok {
 		st = cn.srv.sched.Status(id)
 	}
 	var start int
@@ -259,7 +259,7 @@ func (cn *conn) grab(t codec.Type) {
 	}
 	var start int
 	cn.out, start = codec.Begin(cn.out, codec.Res, reply)
-	cn.out = cn.srv.handles.append(cn.out, j.ID())
+	cn.out = cn.srv.handles.Append(cn.out, j.ID())
 	cn.out = append(cn.out, 0)
 	cn.out = append(cn.out, j.Func()...)
 	cn.out = append(cn.out, 0)
@@ -290,7 +290,7 @@ func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
 	default:
 		u.Data = p.Arg(1)
 	}
-	id, ok := cn.srv.handles.parse(p.Arg(0))
+	id, ok := cn.srv.handles.Parse(p.Arg(0))
 	if !ok || cn.worker == nil || cn.worker.Update(id, u) != nil {
 		cn.out = codec.AppendError(cn.out, errJobNotFound, jobNotFoundText[kind])
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -71,7 +70,7 @@ type Server struct {
 	cfg     Config
 	sched   *sched.Sched
 	log     *zap.Logger
-	handles handles
+	handles codec.Handles
 
 	eng      gnet.Engine
 	addrs    []net.Addr // bound at boot, in the order of cfg.Addrs
@@ -96,11 +95,7 @@ type Server struct {
 // New prepares a server; Start binds and runs it.
 func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if cfg.HandlePrefix == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "localhost"
-		}
-		cfg.HandlePrefix = "H:" + host
+		cfg.HandlePrefix = codec.DefaultHandlePrefix()
 	}
 	if cfg.MaxPacket <= 0 {
 		cfg.MaxPacket = codec.DefaultMaxPacket
@@ -124,7 +119,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		cfg:     cfg,
 		sched:   s,
 		log:     log,
-		handles: newHandles(cfg.HandlePrefix),
+		handles: codec.NewHandles(cfg.HandlePrefix),
 		booted:  make(chan struct{}),
 		running: make(chan struct{}),
 		done:    make(chan error, 1),

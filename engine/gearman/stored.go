@@ -14,7 +14,7 @@ func (cn *conn) appendJobCreated(id uint64, waiting bool) {
 	start := len(cn.out)
 	var p int
 	cn.out, p = codec.Begin(cn.out, codec.Res, codec.JobCreated)
-	cn.out = cn.srv.handles.append(cn.out, id)
+	cn.out = cn.srv.handles.Append(cn.out, id)
 	cn.out = codec.End(cn.out, p)
 	if waiting {
 		cn.held.Mark(cn.out, start, len(cn.out))

@@ -97,9 +97,9 @@ func TestDurableJobsSurviveRestart(t *testing.T) {
 	if got, err := s.Replay(); err != nil || got != n {
 		t.Fatalf("replay: %d jobs, %v", got, err)
 	}
-	hs := newHandles("H:lap")
+	hs := codec.NewHandles("H:lap")
 	for _, h := range handles {
-		id, ok := hs.parse([]byte(h))
+		id, ok := hs.Parse([]byte(h))
 		if !ok || !s.Status(id).Known {
 			t.Fatalf("job %s lost in the restart", h)
 		}

@@ -193,6 +193,12 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 			}
 			continue
 		}
+		if l.on != nil { // off unless turned on
+			if l.of(sc) {
+				cfg.Args, cfg.Listeners = append(slices.Clip(cfg.Args), l.on...), 2
+			}
+			continue
+		}
 		value := "off"
 		switch {
 		case !l.of(sc):
@@ -234,6 +240,9 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	}
 	if sc.Memodb {
 		target.MemodbURL = "tcp://" + srv.Others[0]
+	}
+	if sc.HTTP {
+		target.HTTPAddr = srv.Others[0]
 	}
 	if sc.Durable {
 		restart := cfg
@@ -301,7 +310,7 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	// on, see runOne).
 	help := helpText(opts.switchyard)
 	for i, l := range listeners {
-		if spec.has[i] = strings.Contains(help, l.flag); spec.has[i] {
+		if spec.has[i] = strings.Contains(help, l.flag); spec.has[i] && l.on == nil {
 			spec.record.Args = append(slices.Clip(spec.record.Args), l.flag, "off")
 		}
 	}
@@ -319,7 +328,11 @@ func serverConfigs(opts *options, fdLimit uint64) ([]serverSpec, error) {
 	pidFile := filepath.Join(os.TempDir(), fmt.Sprintf("switchyard-bench-gearmand-%d.pid", os.Getpid()))
 	gm := []string{"-L", "127.0.0.1", "-p", "0", "-t", strconv.Itoa(opts.gearmandThreads),
 		"-l", "none", "--pid-file", pidFile, "-f", fd}
-	return append(servers, newServerSpec(record.Baseline, opts.gearmand, append(gm, strings.Fields(opts.gearmandArgs)...))), nil
+	gspec := newServerSpec(record.Baseline, opts.gearmand, append(gm, strings.Fields(opts.gearmandArgs)...))
+	for i, l := range listeners {
+		gspec.has[i] = l.gearmand
+	}
+	return append(servers, gspec), nil
 }
 
 func newServerSpec(name, path string, args []string) serverSpec {
@@ -348,11 +361,21 @@ func helpText(path string) string {
 var listeners = [...]struct {
 	flag, protocol string
 	of             func(*scenario.Scenario) bool // the scenarios that need it on
+	// on, if set, is what turns the listener on, on a loopback port the
+	// kernel picks; such a listener is off unless turned on. Otherwise it
+	// is "flag tcp://127.0.0.1:0", and "flag off" turns it off.
+	on []string
+	// gearmand: gearmand has it too, turned on the same way.
+	gearmand bool
 }{
-	{"--periodic-listen", "Periodic", func(sc *scenario.Scenario) bool { return sc.Periodic }},
-	{"--controller-socket", "the Worker–Controller protocol", func(sc *scenario.Scenario) bool { return sc.Controller }},
-	{"--dwork-listen", "dwork", func(sc *scenario.Scenario) bool { return sc.Dwork }},
-	{"--memodb-listen", "MemoDB", func(sc *scenario.Scenario) bool { return sc.Memodb }},
+	{"--periodic-listen", "Periodic", func(sc *scenario.Scenario) bool { return sc.Periodic }, nil, false},
+	{"--controller-socket", "the Worker–Controller protocol", func(sc *scenario.Scenario) bool { return sc.Controller }, nil, false},
+	{"--dwork-listen", "dwork", func(sc *scenario.Scenario) bool { return sc.Dwork }, nil, false},
+	{"--memodb-listen", "MemoDB", func(sc *scenario.Scenario) bool { return sc.Memodb }, nil, false},
+	// gearmand's HTTP module. A switchyard with it has --http-timeout; an
+	// older one took -r http and ignored it.
+	{"--http-timeout", "gearmand's HTTP protocol", func(sc *scenario.Scenario) bool { return sc.HTTP },
+		[]string{"-r", "http", "--http-port", "0"}, true},
 }
 
 func serverNames(servers []serverSpec) string {
