@@ -189,8 +189,12 @@ func (cc *pclientConn) setDeadline(now time.Time) error {
 		if !cc.ph.End.IsZero() {
 			d = cc.ph.End.Add(cc.ph.Grace)
 		}
-		if cc.paced() && (d.IsZero() || cc.nextSubmit().Before(d)) {
-			d = cc.nextSubmit()
+		// The pacing wakes a read only for a submit still to come: one
+		// already due is held back by InFlight (or the Pool), so a past
+		// deadline would fail every read at once and no reply, the thing
+		// that frees a slot, would ever be read.
+		if next := cc.nextSubmit(); cc.paced() && next.After(now) && (d.IsZero() || next.Before(d)) {
+			d = next
 		}
 	}
 	if d.Equal(cc.deadline) {

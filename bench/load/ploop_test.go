@@ -32,6 +32,16 @@ type fakePeriodic struct {
 	// silent: SUBMIT_JOB gets no reply; reply, when set, replaces SUCCESS.
 	silent bool
 	reply  string
+	// gate, when set, holds back each SUCCESS until a value arrives on it.
+	gate     chan struct{}
+	submitAt time.Time // when the last SUBMIT_JOB came
+}
+
+// submits returns how many SUBMIT_JOBs came and when the last one did.
+func (f *fakePeriodic) submits() (int64, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nextID, f.submitAt
 }
 
 type fakeJob struct {
@@ -145,6 +155,7 @@ func (f *fakePeriodic) serve(conn net.Conn, stop chan struct{}) {
 	}
 	var held []byte // a SUCCESS held back
 	for {
+		var gated []byte // a SUCCESS that waits for the gate
 		p := read()
 		if p == nil {
 			return
@@ -172,10 +183,13 @@ func (f *fakePeriodic) serve(conn net.Conn, stop chan struct{}) {
 				f.t.Errorf("SUBMIT_JOB %q: %v", data, err)
 			}
 			f.nextID++
+			f.submitAt = time.Now()
 			raw := bytes.Replace(data, []byte(`"job_id":0`), fmt.Appendf(nil, `"job_id":%d`, f.nextID), 1)
 			f.queue = append(f.queue, fakeJob{id: f.nextID, name: job.Name, schedAt: job.SchedAt, raw: raw})
 			switch {
 			case f.silent:
+			case f.gate != nil:
+				gated = ok
 			case f.reply != "":
 				c.send(append(append([]byte(nil), msgID...), f.reply...))
 			case held == nil:
@@ -205,6 +219,14 @@ func (f *fakePeriodic) serve(conn net.Conn, stop chan struct{}) {
 			f.t.Errorf("type %d connection sent command %d", hs[0], cmd)
 		}
 		f.mu.Unlock()
+		if gated != nil {
+			select {
+			case <-f.gate:
+				c.send(gated)
+			case <-stop:
+				return
+			}
+		}
 	}
 }
 
@@ -369,6 +391,40 @@ func TestPeriodicWorkerCountsEarlyJobs(t *testing.T) {
 	}
 	if res.Jobs != 1 || res.Early != 1 || res.MaxEarly < 98*time.Second || res.SinceDue.TotalCount() != 0 || res.SinceSubmit.TotalCount() != 1 {
 		t.Errorf("got %+v", res)
+	}
+}
+
+// A paced client whose InFlight jobs are all out when the next submit
+// comes due must go on reading: only a reply frees a slot. (It once set
+// its read deadline to that due time, already past, and spun without ever
+// reading, so a server slower than the interval stalled it for good.)
+func TestPeriodicClientPacedWhileFull(t *testing.T) {
+	f := startFakePeriodic(t)
+	f.gate = make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const jobs, interval = 3, 5 * time.Millisecond
+	c := &PeriodicClient{Addr: f.addr(), Function: "f", Name: "full-", InFlight: 1, Interval: interval}
+	go func() {
+		for i := range int64(jobs) {
+			// Each reply is let out only once the next submit is overdue.
+			for n, at := f.submits(); n <= i || time.Now().Before(at.Add(2*interval)); n, at = f.submits() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+			select {
+			case f.gate <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	res, err := c.Run(ctx, &Phase{Start: time.Now(), Budget: NewBudget(jobs), Grace: 5 * time.Second})
+	if err != nil || ctx.Err() != nil || res.Submitted != jobs || res.Finished != jobs {
+		t.Errorf("got %+v, %v (context: %v); want %d jobs", res, err, ctx.Err(), jobs)
 	}
 }
 
