@@ -362,9 +362,18 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--data-dir") }) {
 		args = append(args, "--data-dir", filepath.Join(dir, "data"))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eProcTimeout)
+	// The server lives until the test's cleanup stops it, or go test's
+	// -timeout ends the test binary, which Pdeathsig passes on. A fixed
+	// lifetime would be wrong: under load, parallel subtests can wait for
+	// a slot for minutes and then find their server already stopped (seen
+	// with a 2-minute bound: every subtest's dial refused).
+	ctx, cancel := context.WithCancel(context.Background())
+	if deadline, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(context.Background(), deadline)
+	}
 	s.cancel = cancel
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout = s.stderr
 	cmd.Stderr = s.stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
