@@ -357,6 +357,10 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--memodb-listen") }) {
 		args = append(args, "--memodb-listen", "off")
 	}
+	// Nor the metrics endpoints, by default on 127.0.0.1:9418.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--metrics-listen") }) {
+		args = append(args, "--metrics-listen", "off")
+	}
 	// The durable queue, switchyard's default, in the test's directory
 	// unless the test names one.
 	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--data-dir") }) {

@@ -90,6 +90,8 @@ const (
 	defaultDworkFunc   = "dwork"
 	// defaultMemodbListen is memodb-broker's usual URL (its REP socket).
 	defaultMemodbListen = memodb.DefaultListen
+	// defaultMetricsListen is gearman-exporter's default address.
+	defaultMetricsListen = "127.0.0.1:9418"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -143,6 +145,7 @@ type options struct {
 	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbListen; empty = off
 	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
 	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
+	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -208,9 +211,10 @@ const (
 	gCtl       = "Worker-Controller (switchyard only)"
 	gDwork     = "dwork (switchyard only)"
 	gMemodb    = "MemoDB (switchyard only)"
+	gMetrics   = "Metrics (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb, gMetrics}
 
 const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
@@ -392,6 +396,10 @@ var optTable = []*optDef{
 	{long: "memodb-heartbeat", value: true, dflt: "10s", group: gMemodb,
 		help: "An idle MemoDB worker is sent a HEARTBEAT after this long, and is forgotten if it does not answer within as long: seconds, or a duration such as 500ms, 1m.",
 		set:  setMemodbDuration("memodb-heartbeat", func(o *options) *time.Duration { return &o.MemodbHeartbeat })},
+
+	{long: "metrics-listen", value: true, dflt: defaultMetricsListen, group: gMetrics,
+		help: "Serve Prometheus metrics (/metrics) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'metrics listening' log line names. If the default address is taken, they are off, with a warning; an address given explicitly must work.",
+		set:  setMetricsListen},
 }
 
 var (
@@ -527,6 +535,20 @@ func setControllerFunc(s *parseState, v string) error {
 	if !slices.Contains(s.o.ControllerFuncs, v) {
 		s.o.ControllerFuncs = append(s.o.ControllerFuncs, v)
 	}
+	return nil
+}
+
+func setMetricsListen(s *parseState, v string) error {
+	if v != "off" {
+		host, port, err := net.SplitHostPort(v)
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil || strings.ContainsAny(host, "/ ") {
+			return usagef("the argument ('%s') for option '--metrics-listen' is invalid: want HOST:PORT or off", v)
+		}
+	}
+	s.o.MetricsListen = v
 	return nil
 }
 

@@ -353,6 +353,10 @@ var listeners = [...]struct {
 	{"--controller-socket", "the Worker–Controller protocol", func(sc *scenario.Scenario) bool { return sc.Controller }},
 	{"--dwork-listen", "dwork", func(sc *scenario.Scenario) bool { return sc.Dwork }},
 	{"--memodb-listen", "MemoDB", func(sc *scenario.Scenario) bool { return sc.Memodb }},
+	// No scenario measures with the metrics on: the harness counts the
+	// listeners, and the latency histograms' clock reads are not the
+	// server's own cost.
+	{"--metrics-listen", "the metrics endpoints", func(*scenario.Scenario) bool { return false }},
 }
 
 func serverNames(servers []serverSpec) string {

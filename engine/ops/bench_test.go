@@ -1,0 +1,31 @@
+package ops
+
+import (
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"testing"
+
+	"switchyard/sched"
+)
+
+// BenchmarkScrape is one /metrics of 10,000 functions, each with a
+// worker and a job.
+func BenchmarkScrape(b *testing.B) {
+	sc := sched.New(sched.Config{Tick: -1})
+	defer sc.Close()
+	c := sc.NewClient(nopListener{})
+	w := sc.NewWorker(nopWaker{})
+	for i := range 10000 {
+		fn := fmt.Appendf(nil, "function-%05d", i)
+		w.CanDo(fn, 0)
+		c.Submit(&sched.SubmitReq{Func: fn, Background: true})
+	}
+	h := New(Config{Sched: sc}).Handler()
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		io.Copy(io.Discard, rec.Body)
+	}
+}
