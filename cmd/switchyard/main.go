@@ -287,7 +287,9 @@ func run(args []string) int {
 	// The bound addresses, not the configured ones: with -p 0 the kernel
 	// picks the port, and this line is where a person or a script finds it.
 	log.Info("listening", append(listenFields(srv), zap.String("version", version))...)
-
+	if mon != nil {
+		mon.SetReady(true) // jobs replayed, every listener open
+	}
 	if psrv != nil {
 		log.Info("periodic listening", zap.Stringers("addrs", psrv.Addrs()))
 	}
@@ -304,8 +306,14 @@ func run(args []string) int {
 	select {
 	case got := <-sig:
 		log.Info("shutting down", zap.String("signal", got.String()))
+		if mon != nil {
+			mon.SetReady(false)
+		}
 	case graceful := <-stop:
 		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
+		if mon != nil {
+			mon.SetReady(false) // a load balancer stops sending new work here
+		}
 		if graceful {
 			for _, f := range others {
 				f.srv.Drain()

@@ -1,9 +1,12 @@
 // Package ops is switchyard's operator endpoints over HTTP: Prometheus
-// metrics on /metrics. Nothing here is on a job's path: every figure is
-// read when it is asked for, from counters the scheduler keeps anyway.
+// metrics on /metrics and a health check on /healthz. Nothing here is on
+// a job's path: every figure is read when it is asked for, from counters
+// the scheduler keeps anyway.
 //
 // Handler is the endpoints as one http.Handler, to be mounted on any
-// listener; Start serves them on a listener of their own.
+// listener; Start serves them on a listener of their own, with Go's
+// profiler on /debug/pprof/ beside them (there only: a listener open to
+// more than operators must not hand out profiles).
 package ops
 
 import (
@@ -14,8 +17,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +69,8 @@ type Server struct {
 	mu    sync.Mutex
 	count []Conns // AddConns
 
+	state atomic.Int32 // starting, ready or stopping: see SetReady
+
 	srv *http.Server
 	ln  net.Listener
 }
@@ -82,6 +89,7 @@ func New(cfg Config) *Server {
 		collectors.NewGoCollector())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.handler = mux
 	return s
 }
@@ -105,16 +113,58 @@ func (s *Server) protocol(src sched.Source) string { return s.cfg.Protocol(src) 
 // Handler is the endpoints, for a listener that serves other things too.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Server states, for /healthz.
+const (
+	starting int32 = iota
+	ready
+	stopping
+)
+
+// SetReady says the server is ready (true: it has replayed its stored
+// jobs and every listener is open) or stopping (false). /healthz answers
+// 503 until the first and from the second on.
+func (s *Server) SetReady(r bool) {
+	if r {
+		s.state.CompareAndSwap(starting, ready)
+	} else {
+		s.state.Store(stopping)
+	}
+}
+
+// serveHealth is /healthz: 200 "ok" while ready, else 503 and why, for a
+// load balancer or an orchestrator's readiness probe.
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	switch s.state.Load() {
+	case ready:
+		io.WriteString(w, "ok\n")
+	case starting:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "starting\n")
+	default:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "stopping\n")
+	}
+}
+
 // Start listens on addr (host:port; port 0 lets the kernel pick one, see
-// Addr) and serves the endpoints there.
+// Addr) and serves the endpoints there, and the profiler.
 func (s *Server) Start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	s.ln = ln
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", s.handler)
 	s.srv = &http.Server{
-		Handler:           s.handler,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          zap.NewStdLog(s.cfg.Log),
