@@ -398,7 +398,7 @@ var optTable = []*optDef{
 		set:  setMemodbDuration("memodb-heartbeat", func(o *options) *time.Duration { return &o.MemodbHeartbeat })},
 
 	{long: "metrics-listen", value: true, dflt: defaultMetricsListen, group: gMetrics,
-		help: "Serve Prometheus metrics (/metrics), a health check (/healthz) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'metrics listening' log line names. If the default address is taken, they are off, with a warning; an address given explicitly must work.",
+		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'metrics listening' log line names. If the default address is taken, they are off, with a warning; an address given explicitly must work.",
 		set:  setMetricsListen},
 }
 

@@ -19,6 +19,7 @@ type funcRow struct {
 	run    int
 	work   int
 	events sched.Counts
+	rate   float64 // completions per second lately, for /api/functions
 }
 
 // readFuncs copies the figures of every function that keep accepts (nil:

@@ -1,7 +1,8 @@
 // Package ops is switchyard's operator endpoints over HTTP: Prometheus
-// metrics on /metrics and a health check on /healthz. Nothing here is on
-// a job's path: every figure is read when it is asked for, from counters
-// the scheduler keeps anyway.
+// metrics on /metrics, a health check on /healthz, and a live status page
+// on / with the JSON it reads (/api/). Nothing here is on a job's path:
+// every figure is read when it is asked for, or once a second by the
+// page's sampler, from counters the scheduler keeps anyway.
 //
 // Handler is the endpoints as one http.Handler, to be mounted on any
 // listener; Start serves them on a listener of their own, with Go's
@@ -69,7 +70,9 @@ type Server struct {
 	mu    sync.Mutex
 	count []Conns // AddConns
 
-	state atomic.Int32 // starting, ready or stopping: see SetReady
+	state   atomic.Int32 // starting, ready or stopping: see SetReady
+	started time.Time
+	sampler *sampler
 
 	srv *http.Server
 	ln  net.Listener
@@ -83,13 +86,16 @@ func New(cfg Config) *Server {
 	if cfg.Protocol == nil {
 		cfg.Protocol = func(sched.Source) string { return "" }
 	}
-	s := &Server{cfg: cfg, reg: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, reg: prometheus.NewRegistry(), started: time.Now(), sampler: newSampler(cfg.Sched)}
 	s.reg.MustRegister(collector{s},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
+	mux.HandleFunc("GET /api/overview", s.serveOverview)
+	mux.HandleFunc("GET /api/functions", s.serveFunctions)
+	mux.Handle("GET /", pageHandler())
 	s.handler = mux
 	return s
 }
@@ -131,21 +137,27 @@ func (s *Server) SetReady(r bool) {
 	}
 }
 
+// stateName is the state as /healthz says it.
+func (s *Server) stateName() string {
+	switch s.state.Load() {
+	case ready:
+		return "ok"
+	case starting:
+		return "starting"
+	}
+	return "stopping"
+}
+
 // serveHealth is /healthz: 200 "ok" while ready, else 503 and why, for a
 // load balancer or an orchestrator's readiness probe.
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	switch s.state.Load() {
-	case ready:
-		io.WriteString(w, "ok\n")
-	case starting:
+	state := s.stateName()
+	if state != "ok" {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, "starting\n")
-	default:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, "stopping\n")
 	}
+	io.WriteString(w, state+"\n")
 }
 
 // Start listens on addr (host:port; port 0 lets the kernel pick one, see
@@ -169,6 +181,7 @@ func (s *Server) Start(addr string) error {
 		IdleTimeout:       time.Minute,
 		ErrorLog:          zap.NewStdLog(s.cfg.Log),
 	}
+	s.StartSampler()
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.cfg.Log.Error("metrics listener", zap.Error(err))
@@ -180,9 +193,14 @@ func (s *Server) Start(addr string) error {
 // Addr is the address Start bound.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// StartSampler starts the status page's sampler, which Start starts: for
+// Handler served on another listener alone. Stop stops it.
+func (s *Server) StartSampler() { s.sampler.start() }
+
 // Stop closes the listener and waits, until ctx is done, for the requests
-// under way.
+// under way; and stops the sampler.
 func (s *Server) Stop(ctx context.Context) error {
+	defer s.sampler.close()
 	if s.srv == nil {
 		return nil
 	}
