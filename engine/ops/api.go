@@ -212,10 +212,7 @@ func (s *Server) serveFunctions(w http.ResponseWriter, r *http.Request) {
 		limit = defaultLimit
 	}
 	limit = min(limit, maxLimit)
-	key, ok := sortKeys[q.Get("sort")]
-	if !ok {
-		key = nil // by name: readFuncs's order
-	}
+	key := sortKeys[q.Get("sort")] // nil: by name
 	desc := q.Get("desc") == "1"
 
 	var keep func(*sched.FuncStat) bool
@@ -242,22 +239,27 @@ func (s *Server) serveFunctions(w http.ResponseWriter, r *http.Request) {
 			rate(&rows[i])
 		}
 	}
-	switch {
-	case key != nil:
-		slices.SortStableFunc(rows, func(a, b funcRow) int {
-			c := cmp.Compare(key(&a), key(&b))
-			if desc {
-				c = -c
+	// Ties go by name, so that the order, and with it the pages, is
+	// stable from one refresh to the next.
+	order := func(i, j int32) int {
+		a, b := &rows[i], &rows[j]
+		if key != nil {
+			if c := cmp.Compare(key(a), key(b)); c != 0 {
+				if desc {
+					return -c
+				}
+				return c
 			}
-			return c
-		})
-	case desc:
-		slices.Reverse(rows)
+		}
+		if desc && key == nil {
+			return strings.Compare(b.name, a.name)
+		}
+		return strings.Compare(a.name, b.name)
 	}
 	page := funcPage{Total: len(rows), Offset: offset, Limit: limit, Functions: []funcJSON{}}
 	if offset < len(rows) {
-		for i := range rows[offset:min(offset+limit, len(rows))] {
-			r := &rows[offset+i]
+		for _, i := range firstK(len(rows), offset+limit, order)[offset:] {
+			r := &rows[i]
 			if q.Get("sort") != "rate" {
 				rate(r)
 			}
@@ -288,6 +290,70 @@ var sortKeys = map[string]func(r *funcRow) float64{
 		}
 		return r.rate
 	},
+}
+
+// firstK is the first k of n rows by order (which compares two rows'
+// indexes, as cmp.Compare), as their indexes: the first page costs n log k
+// comparisons, not a sort of all n.
+func firstK(n, k int, order func(i, j int32) int) []int32 {
+	k = min(k, n)
+	if k <= 0 {
+		return nil
+	}
+	if k > n/2 {
+		idx := make([]int32, n)
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortFunc(idx, order)
+		return idx[:k]
+	}
+	before := func(i, j int32) bool { return order(i, j) < 0 }
+	// A heap of the k first seen so far, the last of them on top.
+	h := make([]int32, 0, k)
+	after := func(a, b int) bool { return before(h[b], h[a]) }
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && after(c+1, c) {
+				c++
+			}
+			if !after(c, i) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := range int32(n) {
+		switch {
+		case len(h) < k:
+			h = append(h, i)
+			for c := len(h) - 1; c > 0; {
+				p := (c - 1) / 2
+				if !after(c, p) {
+					break
+				}
+				h[c], h[p] = h[p], h[c]
+				c = p
+			}
+		case before(i, h[0]):
+			h[0] = i
+			down(0)
+		}
+	}
+	// Pop them all, last first.
+	out := make([]int32, len(h))
+	for j := len(h) - 1; j >= 0; j-- {
+		out[j] = h[0]
+		h[0] = h[len(h)-1]
+		h = h[:len(h)-1]
+		down(0)
+	}
+	return out
 }
 
 // containsFold reports whether s holds sub, ASCII letters matched

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,30 @@ func TestPage(t *testing.T) {
 		if got := rec.Body.String(); !strings.Contains(got, want) && !(want == "404" && rec.Code == 404) {
 			t.Errorf("GET %s: %d, no %q in it", path, rec.Code, want)
 		}
+	}
+}
+
+// firstK gives what a full sort's first k would, for every k.
+func TestFirstK(t *testing.T) {
+	vals := []int{5, 3, 9, 3, 0, 7, 7, 1, 8, 2, 6, 4, 9, 0}
+	order := func(i, j int32) int {
+		if vals[i] != vals[j] {
+			return vals[i] - vals[j]
+		}
+		return int(i - j)
+	}
+	var want []int32
+	for i := range int32(len(vals)) {
+		want = append(want, i)
+	}
+	slices.SortFunc(want, order)
+	for k := 0; k <= len(vals)+2; k++ {
+		got := firstK(len(vals), k, order)
+		if !slices.Equal(got, want[:min(k, len(vals))]) {
+			t.Errorf("k=%d: %v, want %v", k, got, want[:min(k, len(vals))])
+		}
+	}
+	if got := firstK(0, 5, order); len(got) != 0 {
+		t.Errorf("no rows: %v", got)
 	}
 }
