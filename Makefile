@@ -21,12 +21,15 @@ deps:
 # test keeps each go test run's -json stream in $(TESTLOG)/ (every test's
 # whole output, for a failure that does not come back) and prints what
 # plain go test prints; .ci/testlog failures $(TESTLOG)/*.json shows the
-# failed tests again, whole.
+# failed tests again, whole. Files tests keep (t.ArtifactDir: the status
+# page's screenshot) go to $(TESTLOG)/artifacts/_artifacts/, each test's
+# directory named in its output.
 TESTLOG := test-results
 
 test: deps vet
 	@rm -rf $(TESTLOG)
-	GO=$(GO) ./.ci/gotest $(TESTLOG)/unit.json -count=1 $(PKGS)
+	@mkdir -p $(TESTLOG)/artifacts
+	GO=$(GO) ./.ci/gotest $(TESTLOG)/unit.json -count=1 -artifacts -outputdir $(CURDIR)/$(TESTLOG)/artifacts $(PKGS)
 	GO=$(GO) ./.ci/gotest $(TESTLOG)/race.json -count=1 -race ./sched/... ./engine/...
 
 vet:

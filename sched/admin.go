@@ -59,6 +59,7 @@ type FuncStat struct {
 	Running  int
 	Workers  int
 	MaxQueue [3]int
+	Events   Counts // what happened to its jobs since it was made, whatever their source
 }
 
 // Total is queued + delayed + blocked + running, gearmand's TOTAL column.
@@ -111,6 +112,7 @@ func statOf(f *function) FuncStat {
 		Running:  f.running,
 		Workers:  f.workers,
 		MaxQueue: f.maxQueue,
+		Events:   f.events,
 	}
 }
 
@@ -286,7 +288,7 @@ type JobView struct {
 // view fills v from j; v.Payload is appended to arena when arena is not
 // nil, else it is j's own. Caller holds j's shard lock.
 func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
-	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
+	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload, Reducer: j.Reducer(),
 		Priority: j.prio, Background: j.background, Running: j.state == stateRunning, Blocked: j.state == stateBlocked,
 		Retries: j.retries, Clients: int(j.nlisteners), Started: s.wallOf(j.started)}
 	if j.worker != nil {

@@ -118,3 +118,26 @@ func BenchmarkParallelRoundTrip(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRoundTripLatency is BenchmarkRoundTrip's empty case with
+// Config.Latency: the cost of timing each job's wait and run.
+func BenchmarkRoundTripLatency(b *testing.B) {
+	s := New(Config{Tick: -1, Latency: true})
+	defer s.Close()
+	c := s.NewClient(nopListener{})
+	w := s.NewWorker(nopWaker{})
+	w.CanDo([]byte("f"), 0)
+	req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64)}
+	u := Update{Kind: Complete, Data: []byte("result")}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Submit(&req); err != nil {
+			b.Fatal(err)
+		}
+		j := w.Grab()
+		if err := w.Update(j.ID(), &u); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -56,6 +56,7 @@ type Client struct {
 	head   *attach
 	n      int
 	closed bool
+	src    Source // SetSource
 }
 
 // NewClient returns a client whose foreground jobs report to l.

@@ -76,12 +76,26 @@
 //     store that keeps none, such as gearmand's SQLite table). Ids name their shard,
 //     so the shard count is fixed (DefaultShards) and a function's shard is
 //     a fixed hash of its name, the same in every process.
+//   - Counts: what happens to jobs (EventSubmitted, EventCompleted,
+//     EventFailed, EventException, EventRetried, EventTimedOut) is counted
+//     with a plain increment under the shard lock already held where it
+//     happens: per function (FuncStat.Events, read with FuncsChunked) and
+//     per shard, by the Source of the job's submitter, a small number a
+//     frontend gives its clients (Client.SetSource); sched knows no names
+//     for them. With Config.Latency each attempt's wait in its queue and
+//     its run time go into fixed-bucket histograms kept per shard the same
+//     way (one monotonic clock read as a job is queued, taken and let go).
+//     Stats adds the shards up, one short lock hold each: reading the
+//     counters never walks the jobs.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
 //     buffer of its own (SubmitReq.OwnPayload) and have it back through
 //     Config.Release when the job ends: Gearman reads large packets
 //     straight into such buffers and reuses them.
 //
 // # How each protocol maps onto sched
+//
+// Every frontend tags the Clients it makes with its own Source
+// (Client.SetSource), so that Stats counts its jobs apart.
 //
 //   - Gearman: SUBMIT_JOB* -> Client.Submit (BG variants without attaching;
 //     SUBMIT_JOB_EPOCH with When); CAN_DO/CAN_DO_TIMEOUT/CANT_DO/

@@ -16,6 +16,7 @@ type function struct {
 	unique   *keyIndex          // coalescing index: key -> live job; nil when empty
 	peak     int                // most keys unique held since it was made
 	sleepers abilityList        // abilities whose worker slept on this function
+	events   Counts             // what happened to its jobs, see shard.count
 
 	idleSince    time.Time // on the Clock's Now scale, while inIdle
 	iprev, inext *function // shard's idle list

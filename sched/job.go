@@ -35,18 +35,20 @@ type Job struct {
 	fn         *function
 	unique     string
 	payload    []byte
-	reducer    string
+	reducer    *string // nil for most jobs: map/reduce is rare, and 8 bytes fewer keep a Job at 160
 	prio       Priority
 	byPayload  bool     // the payload is the coalescing key (SubmitReq.CoalesceOnPayload)
 	owned      bool     // payload is the frontend's buffer, see Config.Release
 	background bool     // runs with no listener (a background submit made or joined it)
 	forever    bool     // SubmitReq.RetryForever
 	remember   bool     // SubmitReq.Remember, until its note is made
+	src        Source   // the submitting client's, see Client.SetSource
 	state      jobState // mutable, as are the fields after it: shard lock
 
 	// Mutable state, guarded by the job's shard lock, packed so that a Job
 	// is 160 bytes and one with a 64-byte payload fills a 224-byte object.
 	started    int64 // when the latest attempt began, 1 + ns after the scheduler's epoch; 0 = never or not recorded (see GrabAttempt)
+	stamp      int64 // with Config.Latency: when it entered its queue, or, running, when its attempt began (see latency); else 0
 	retries    uint32
 	num, den   uint32 // last WORK_STATUS
 	nlisteners uint32
@@ -172,7 +174,21 @@ func (j *Job) Unique() string { return j.unique }
 func (j *Job) Payload() []byte { return j.payload }
 
 // Reducer is the reducer function of a map/reduce job ("" when none).
-func (j *Job) Reducer() string { return j.reducer }
+func (j *Job) Reducer() string {
+	if j.reducer == nil {
+		return ""
+	}
+	return *j.reducer
+}
+
+// reducerOf is what Job.reducer holds for r.
+func reducerOf(r []byte) *string {
+	if len(r) == 0 {
+		return nil
+	}
+	s := string(r)
+	return &s
+}
 
 // Priority is the queue the job waits in.
 func (j *Job) Priority() Priority { return j.prio }

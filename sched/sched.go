@@ -55,6 +55,11 @@ type Config struct {
 	// oldest go first.
 	EndedRetention time.Duration
 	EndedMax       int
+	// Latency measures how long jobs wait in their queues and how long
+	// each attempt runs, into the histograms of Stats: it reads the
+	// monotonic clock as a job enters its queue, as a worker takes it and
+	// as the attempt ends. Off, those histograms stay empty.
+	Latency bool
 }
 
 // DefaultShards is the number of shards unless Config.Shards says
@@ -84,6 +89,7 @@ type Sched struct {
 	funcSeq   atomic.Uint64
 	endedKeep time.Duration // Config.EndedRetention
 	endedMax  int           // notes per shard, see Config.EndedMax
+	timed     bool          // Config.Latency
 }
 
 type shard struct {
@@ -100,6 +106,7 @@ type shard struct {
 	peak    int                    // most functions held since funcs was last rebuilt
 	keyed   map[*function]struct{} // functions whose unique index is not empty
 	ended   endedNotes             // jobs submitted with Remember that ended, see ended.go
+	stats   shardStats             // this shard's share of Stats
 	_       [64]byte               // keep neighbouring shard locks off one cache line
 }
 
@@ -120,6 +127,7 @@ func New(cfg Config) *Sched {
 		clock:     cfg.Clock,
 		ttl:       cfg.FunctionTTL,
 		store:     cfg.Store,
+		timed:     cfg.Latency,
 		stop:      make(chan struct{}),
 		timers:    newTimerCount(),
 	}
@@ -357,6 +365,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	// durable store must have it before anyone can see it.
 	j := buildJob(r)
 	j.id = sh.seq.Add(1)<<s.shardBits | sh.idx
+	j.src = c.src
 	var rec []byte // the record a durable store gets, made outside the lock
 	if r.Background && s.durable {
 		rec = s.encode(j, string(r.Func))
@@ -402,6 +411,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
+	sh.count(f, j.src, EventSubmitted)
 	if len(r.After) > 0 {
 		sh.block(j)
 	} else {
@@ -484,6 +494,7 @@ func (s *Sched) placeAt(sh *shard, j *Job, due int64, later bool, wake *wakeList
 	}
 	j.state = stateQueued
 	j.fn.queues[j.prio].pushBack(j)
+	s.queuedAt(j)
 	s.queueClock(sh, j)
 	s.collectSleepers(j.fn, wake)
 }
@@ -529,6 +540,7 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 		}
 		return 0, ErrClosed
 	}
+	sh.count(existing.fn, c.src, EventSubmitted)
 	sh.mu.Unlock()
 	if relink {
 		s.link(sh, existing.id, r.After)
@@ -545,6 +557,7 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
+	sh.count(j.fn, c.src, EventSubmitted)
 	blocked := j.state == stateBlocked
 	if !blocked {
 		sh.unplace(j)
@@ -584,7 +597,7 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 func buildJob(r *SubmitReq) *Job {
 	j := newJob(r)
 	j.unique = string(r.Unique)
-	j.reducer = string(r.Reducer)
+	j.reducer = reducerOf(r.Reducer)
 	j.prio = r.Priority
 	j.background = r.Background
 	j.forever = r.RetryForever
@@ -602,7 +615,7 @@ func buildJob(r *SubmitReq) *Job {
 // Store.Encode.
 func (s *Sched) encode(j *Job, fn string) []byte {
 	r := records.Get().(*Record)
-	*r = Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.reducer,
+	*r = Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.Reducer(),
 		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload, Remember: j.remember}
 	if x := j.ext; x != nil {
 		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after

@@ -39,6 +39,7 @@ func (s *Sched) Advance(now time.Time) {
 			j.fn.delayed--
 			j.state = stateQueued
 			j.fn.queues[j.prio].pushBack(j)
+			s.queuedAt(j)
 			s.queueClock(sh, j)
 		}
 		sh.mu.Unlock()
@@ -83,6 +84,7 @@ func (s *Sched) expire(sh *shard, j *Job) {
 	}
 	ls := collect(nil, j, true)
 	sh.unplace(j)
+	sh.count(j.fn, j.src, EventFailed)
 	sh.forget(j)
 	sh.mu.Unlock()
 	notifyAll(ls, j.id, &Update{Kind: Fail})

@@ -245,6 +245,7 @@ func (w *Worker) GrabAttempt(a *Attempt) *Job {
 		j.state = stateRunning
 		j.worker = w
 		ab.fn.running++
+		w.s.begun(sh, j)
 		timeout := ab.timeout
 		if j.ext != nil && j.ext.timeout > 0 {
 			timeout = j.ext.timeout
@@ -407,7 +408,10 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		var wake wakeList
 		ended := false
 		if j.worker == w && j.state == stateRunning {
-			ended = w.s.putBack(sh, j, 0, false, &wake)
+			sh.count(j.fn, j.src, eventOf(u.Kind))
+			if ended = w.s.putBack(sh, j, 0, false, &wake); !ended {
+				sh.count(j.fn, j.src, EventRetried)
+			}
 		} else {
 			j.heardFrom(w)
 		}
@@ -422,6 +426,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	ls := collect(w.scratch[:0], j, u.Kind.Terminal())
 	if u.Kind.Terminal() {
 		j.heardFrom(w)
+		sh.count(j.fn, j.src, eventOf(u.Kind))
 		switch {
 		case j.state == stateQueued: // a late result: it need not run again
 			j.fn.queues[j.prio].remove(j)
@@ -505,6 +510,7 @@ func (w *Worker) forgetEnded(id uint64, last bool) bool {
 // finish removes a running job for good. Caller holds sh.mu.
 func (s *Sched) finish(sh *shard, j *Job) {
 	sh.note(j) // while it knows its worker
+	s.ranFor(sh, j)
 	j.stopClock(&sh.wheel)
 	j.release()
 	j.fn.running--
@@ -657,6 +663,7 @@ func (w *Worker) Requeue(id uint64, r RequeueReq) error {
 // its worker lets go of it. It reports whether the job ended instead,
 // because a replace made a successor while it ran. Caller holds sh.mu.
 func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, front bool, wake *wakeList) (ended bool) {
+	s.ranFor(sh, j)
 	j.stopClock(&sh.wheel)
 	j.release()
 	j.fn.running--
@@ -670,6 +677,7 @@ func (s *Sched) putBack(sh *shard, j *Job, delay time.Duration, front bool, wake
 	case front:
 		j.state = stateQueued
 		j.fn.queues[j.prio].pushFront(j)
+		s.queuedAt(j)
 		s.queueClock(sh, j)
 		s.collectSleepers(j.fn, wake)
 	default:
@@ -707,14 +715,20 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 	if !j.forever {
 		j.retries++
 	}
+	if timedOut {
+		sh.count(f, j.src, EventTimedOut)
+	}
 	switch {
 	case !j.forever && s.retries > 0 && j.retries >= s.retries:
 		failed = collect(nil, j, true)
+		sh.count(f, j.src, EventFailed)
 		s.finish(sh, j)
 	case !j.background && j.nlisteners == 0:
 		s.finish(sh, j) // nobody is waiting for it any more
 	default:
-		s.putBack(sh, j, 0, false, &wake)
+		if !s.putBack(sh, j, 0, false, &wake) {
+			sh.count(f, j.src, EventRetried)
+		}
 	}
 	done := j.state == stateDone
 	sh.mu.Unlock()

@@ -48,7 +48,8 @@ type Server struct {
 	// Args as run ("-p 0": the kernel picks the port; older records have
 	// PORT there). switchyard's end in "--periodic-listen off" (and, since
 	// the Worker–Controller scenarios, "--controller-socket off", since
-	// the MemoDB one "--memodb-listen off") for the Gearman scenarios; its
+	// the MemoDB one "--memodb-listen off", since the metrics
+	// "--metrics-listen off") for the Gearman scenarios; its
 	// Periodic scenarios have tcp://127.0.0.1:0, its controller ones a
 	// main.sock in a fresh directory, its MemoDB one tcp://127.0.0.1:0.
 	Args []string `json:"args"`

@@ -179,7 +179,7 @@ func startSwitchyard(ctx context.Context, t *testing.T, bin string, periodic boo
 	cfg := harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--periodic-listen", "off"},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off", "--periodic-listen", "off"},
 	}
 	if periodic {
 		cfg.Args[slices.Index(cfg.Args, "--periodic-listen")+1] = "tcp://127.0.0.1:0"
@@ -315,7 +315,7 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 	srv, err := harness.Start(ctx, harness.Config{
 		Name: "switchyard",
 		Path: bin,
-		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--controller-socket", sock},
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off", "--controller-socket", sock},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestDworkAgainstSwitchyard(t *testing.T) {
 		Name: "switchyard",
 		Path: bin,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "-l", "stderr", "-q", "builtin",
-			"--periodic-listen", "off", "--controller-socket", "off", "--memodb-listen", "off", "--dwork-listen", "tcp://127.0.0.1:0"},
+			"--periodic-listen", "off", "--controller-socket", "off", "--memodb-listen", "off", "--metrics-listen", "off", "--dwork-listen", "tcp://127.0.0.1:0"},
 		Listeners: 2,
 	})
 	if err != nil {
@@ -462,7 +462,7 @@ func TestMemodbAgainstSwitchyard(t *testing.T) {
 		Path:      bin,
 		Listeners: 2,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off",
-			"--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "tcp://127.0.0.1:0"},
+			"--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "tcp://127.0.0.1:0", "--metrics-listen", "off"},
 	})
 	if err != nil {
 		t.Fatal(err)

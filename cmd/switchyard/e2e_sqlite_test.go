@@ -179,7 +179,7 @@ func TestE2ESqliteStartup(t *testing.T) {
 		{"-q", "libsqlite3", "--libsqlite3-db", bad},
 		{"-q", "libsqlite3"},
 	} {
-		r := runCmd(t, 10*time.Second, "", bin, append([]string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off"}, args...)...)
+		r := runCmd(t, 10*time.Second, "", bin, append([]string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off"}, args...)...)
 		if r.code != 1 || !strings.Contains(r.String(), "Error while initializing the queue : libsqlite3") ||
 			(len(args) == 4 && !strings.Contains(r.String(), bad)) {
 			t.Fatalf("%v: %v", args, r)

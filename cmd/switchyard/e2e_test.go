@@ -57,7 +57,7 @@ const (
 	e2eProcTimeout = 60 * time.Second
 
 	// e2eInstallCmd is what to run when a client is missing.
-	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils curl"
+	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils curl chromium"
 )
 
 var (
@@ -356,6 +356,10 @@ func launchServer(t *testing.T, bin string, extraArgs ...string) *serverProc {
 	// Nor MemoDB, by default on tcp://127.0.0.1:12703.
 	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--memodb-listen") }) {
 		args = append(args, "--memodb-listen", "off")
+	}
+	// Nor the metrics endpoints, by default on 127.0.0.1:9418.
+	if filepath.Base(bin) != "gearmand" && !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--metrics-listen") }) {
+		args = append(args, "--metrics-listen", "off")
 	}
 	// The durable queue, switchyard's default, in the test's directory
 	// unless the test names one.

@@ -220,7 +220,7 @@ func TestE2ETLSBadFiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCmd(t, e2eCmdTimeout, "", bin, "-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin",
-				"--pid-file", filepath.Join(t.TempDir(), "pid"), "--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off",
+				"--pid-file", filepath.Join(t.TempDir(), "pid"), "--periodic-listen", "off", "--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off",
 				"--ssl", "--ssl-ca-file", tc.ca, "--ssl-certificate", tc.cert, "--ssl-key", tc.key)
 			if r.code != 1 || !strings.Contains(r.stderr, tc.msg) {
 				t.Errorf("%v\nwant exit 1 and %q", r, tc.msg)

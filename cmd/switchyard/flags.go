@@ -94,6 +94,8 @@ const (
 	defaultMemodbListen = memodb.DefaultListen
 	// defaultHTTPPort is gearmand's HTTP protocol module's.
 	defaultHTTPPort = "8080"
+	// defaultMetricsListen is gearman-exporter's default address.
+	defaultMetricsListen = "127.0.0.1:9418"
 )
 
 // defaultConfigFile is read when it exists and --config-file is not given.
@@ -150,6 +152,7 @@ type options struct {
 	HTTP              bool          // -r/--protocol http: serve gearmand's HTTP protocol on HTTPPort
 	HTTPPort          string        // --http-port, default "8080"; normalised like Port when HTTP is on, kept as given otherwise (gearmand ignores it then)
 	HTTPTimeout       time.Duration // --http-timeout (ours): how long a foreground HTTP request waits for its result; 0 = as long as the job takes; default 10m
+	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -215,9 +218,10 @@ const (
 	gCtl       = "Worker-Controller (switchyard only)"
 	gDwork     = "dwork (switchyard only)"
 	gMemodb    = "MemoDB (switchyard only)"
+	gMetrics   = "Metrics (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb, gMetrics}
 
 const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
@@ -402,6 +406,10 @@ var optTable = []*optDef{
 	{long: "memodb-heartbeat", value: true, dflt: "10s", group: gMemodb,
 		help: "An idle MemoDB worker is sent a HEARTBEAT after this long, and is forgotten if it does not answer within as long: seconds, or a duration such as 500ms, 1m.",
 		set:  setMemodbDuration("memodb-heartbeat", func(o *options) *time.Duration { return &o.MemodbHeartbeat })},
+
+	{long: "metrics-listen", value: true, dflt: defaultMetricsListen, group: gMetrics,
+		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'metrics listening' log line names. If the default address is taken, they are off, with a warning; an address given explicitly must work.",
+		set:  setMetricsListen},
 }
 
 var (
@@ -537,6 +545,20 @@ func setControllerFunc(s *parseState, v string) error {
 	if !slices.Contains(s.o.ControllerFuncs, v) {
 		s.o.ControllerFuncs = append(s.o.ControllerFuncs, v)
 	}
+	return nil
+}
+
+func setMetricsListen(s *parseState, v string) error {
+	if v != "off" {
+		host, port, err := net.SplitHostPort(v)
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil || strings.ContainsAny(host, "/ ") {
+			return usagef("the argument ('%s') for option '--metrics-listen' is invalid: want HOST:PORT or off", v)
+		}
+	}
+	s.o.MetricsListen = v
 	return nil
 }
 

@@ -247,6 +247,9 @@ func TestParseArgs(t *testing.T) {
 				o.MemodbListen = []string{"tcp://127.0.0.1:0", "ipc:///tmp/m.sock", "tcp://[::1]:12701"}
 			})},
 		{"--memodb-listen off", []string{"--memodb-listen", "off"}, nil, want(func(o *options) { o.MemodbListen = []string{} })},
+		{"--metrics-listen", []string{"--metrics-listen", "0.0.0.0:9100"}, nil, want(func(o *options) { o.MetricsListen = "0.0.0.0:9100" })},
+		{"--metrics-listen ipv6", []string{"--metrics-listen=[::1]:0"}, nil, want(func(o *options) { o.MetricsListen = "[::1]:0" })},
+		{"--metrics-listen off", []string{"--metrics-listen", "off"}, nil, want(func(o *options) { o.MetricsListen = "off" })},
 		{"--memodb timeouts", []string{"--memodb-queue-timeout", "2", "--memodb-heartbeat=500ms"}, nil,
 			want(func(o *options) { o.MemodbQueue, o.MemodbHeartbeat = 2*time.Second, 500*time.Millisecond })},
 		{"--admin-shutdown", []string{"--admin-shutdown"}, nil, want(func(o *options) { o.AdminShutdown = true })},
@@ -472,6 +475,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--memodb-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--memodb-listen' is invalid: bad port \"99999\""},
 		{[]string{"--memodb-listen", "ipc://rel"}, nil, "the argument ('ipc://rel') for option '--memodb-listen' is invalid: an ipc path must be absolute"},
 		{[]string{"--memodb-listen", "off", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' cannot be combined with 'off'"},
+		{[]string{"--metrics-listen", "9418"}, nil, "the argument ('9418') for option '--metrics-listen' is invalid: want HOST:PORT or off"},
+		{[]string{"--metrics-listen", "localhost:http"}, nil, "the argument ('localhost:http') for option '--metrics-listen' is invalid: want HOST:PORT or off"},
+		{[]string{"--metrics-listen", "localhost:70000"}, nil, "the argument ('localhost:70000') for option '--metrics-listen' is invalid: want HOST:PORT or off"},
 		{[]string{"--memodb-listen", "tcp://h:1", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' is given twice"},
 		{[]string{"--memodb-heartbeat", "0"}, nil, "the argument ('0') for option '--memodb-heartbeat' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)"},
 		{[]string{"--memodb-queue-timeout", "soon"}, nil, "the argument ('soon') for option '--memodb-queue-timeout' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)"},
@@ -834,7 +840,7 @@ func TestEveryOptionParses(t *testing.T) {
 		"max-packet": "1M", "hashtable-buckets": "5", "mysql-port": "3306",
 		"keepalive-idle": "5", "keepalive-interval": "5", "keepalive-count": "5",
 		"periodic-listen": "tcp://127.0.0.1:0", "fsync": "never", "dwork-listen": "tcp://127.0.0.1:0",
-		"memodb-listen": "tcp://127.0.0.1:0",
+		"memodb-listen": "tcp://127.0.0.1:0", "metrics-listen": "127.0.0.1:0",
 	}
 	for _, d := range optTable {
 		if d.refused != "" {

@@ -24,7 +24,9 @@ import (
 	"switchyard/engine/gearhttp"
 	"switchyard/engine/gearman"
 	"switchyard/engine/memodb"
+	"switchyard/engine/ops"
 	"switchyard/engine/periodic"
+	"switchyard/engine/source"
 	"switchyard/sched"
 	"switchyard/sched/durable"
 	"switchyard/sched/sqlite"
@@ -94,8 +96,10 @@ func run(args []string) int {
 		}
 	}
 	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload}
+		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload,
+		Latency: o.MetricsListen != "off"} // the histograms are only read there
 	var st *durable.Store
+	var storeStats func() ops.StoreStats
 	switch o.QueueType {
 	case "durable":
 		if st, err = openStore(o.DataDir, o.Fsync); err != nil {
@@ -104,6 +108,10 @@ func run(args []string) int {
 		}
 		defer st.Close() // after the scheduler's Close below: last
 		scfg.Store = st
+		storeStats = func() ops.StoreStats {
+			d := st.Stats()
+			return ops.StoreStats{Bytes: d.DiskBytes, Syncs: d.Syncs, SyncSeconds: d.SyncSeconds, SyncBuckets: d.SyncBuckets}
+		}
 		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
 	case "libsqlite3":
 		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
@@ -119,11 +127,37 @@ func run(args []string) int {
 			}
 		}()
 		scfg.Store = sq
+		storeStats = func() ops.StoreStats {
+			q := sq.Stats()
+			n, sum, buckets := ops.Cumulative(&q.Commits)
+			return ops.StoreStats{Bytes: q.DiskBytes, Syncs: n, SyncSeconds: sum, SyncBuckets: buckets}
+		}
 		log.Info("job store", zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
 			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
 	}
 	s := sched.New(scfg)
 	defer s.Close()
+	// The metrics listener first: it reports on the start too.
+	var mon *ops.Server
+	if o.MetricsListen != "off" {
+		addr := cmp.Or(o.MetricsListen, defaultMetricsListen)
+		if mon, err = startOps(addr, o.MetricsListen != "", s, storeStats, log); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			return 1
+		}
+	}
+	if mon != nil {
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			defer cancel()
+			mon.Stop(ctx)
+		}()
+	}
+	countConns := func(protocol string, open func() int) {
+		if mon != nil {
+			mon.AddConns(ops.Conns{Protocol: protocol, Open: open})
+		}
+	}
 	ctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	go returnMemory(ctx, s.Len, time.Second)
@@ -196,6 +230,7 @@ func run(args []string) int {
 			return 1
 		}
 		others = append(others, frontend{"periodic", psrv})
+		countConns("periodic", psrv.Conns)
 	}
 	csrv, err := startController(o, s, int(o.MaxPacket), log)
 	if err != nil {
@@ -206,6 +241,7 @@ func run(args []string) int {
 	if csrv != nil {
 		others = append(others, frontend{"controller", csrv})
 		ctlWorkers.Store(csrv)
+		countConns("controller", csrv.Conns)
 	}
 	var dsrv *dwork.Server
 	if addrs := dworkAddrs(o); len(addrs) > 0 {
@@ -216,6 +252,7 @@ func run(args []string) int {
 			return 1
 		}
 		others = append(others, frontend{"dwork", dsrv})
+		countConns("dwork", dsrv.Conns)
 	}
 	var msrv *memodb.Server
 	if addrs := memodbAddrs(o); len(addrs) > 0 {
@@ -227,6 +264,7 @@ func run(args []string) int {
 			return 1
 		}
 		others = append(others, frontend{"memodb", msrv})
+		countConns("memodb", msrv.Conns)
 	}
 	var hsrv *gearhttp.Server
 	if o.HTTP {
@@ -237,6 +275,7 @@ func run(args []string) int {
 			return 1
 		}
 		others = append(others, frontend{"http", hsrv})
+		countConns("http", hsrv.Conns)
 	}
 	srv = gearman.New(cfg, s, log)
 	if err := srv.Start(); err != nil {
@@ -245,6 +284,7 @@ func run(args []string) int {
 		stopServers(srv, others, log)
 		return 1
 	}
+	countConns("gearman", srv.Conns)
 	if err := dropPrivileges(o.User); err != nil {
 		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
 		return 1
@@ -260,6 +300,9 @@ func run(args []string) int {
 	// The bound addresses, not the configured ones: with -p 0 the kernel
 	// picks the port, and this line is where a person or a script finds it.
 	log.Info("listening", append(listenFields(srv), zap.String("version", version))...)
+	if mon != nil {
+		mon.SetReady(true) // jobs replayed, every listener open
+	}
 	if psrv != nil {
 		log.Info("periodic listening", zap.Stringers("addrs", psrv.Addrs()))
 	}
@@ -279,8 +322,14 @@ func run(args []string) int {
 	select {
 	case got := <-sig:
 		log.Info("shutting down", zap.String("signal", got.String()))
+		if mon != nil {
+			mon.SetReady(false)
+		}
 	case graceful := <-stop:
 		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
+		if mon != nil {
+			mon.SetReady(false) // a load balancer stops sending new work here
+		}
 		if graceful {
 			for _, f := range others {
 				f.srv.Drain()
@@ -318,6 +367,22 @@ func stopServers(srv *gearman.Server, others []frontend, log *zap.Logger) {
 	if err := srv.Stop(ctx); err != nil {
 		log.Warn("stop", zap.Error(err))
 	}
+}
+
+// startOps serves the metrics endpoints on addr. The default address is
+// best effort: where it is taken (another switchyard, gearman-exporter),
+// they are off with a warning; an address given explicitly must work.
+func startOps(addr string, explicit bool, s *sched.Sched, store func() ops.StoreStats, log *zap.Logger) (*ops.Server, error) {
+	srv := ops.New(ops.Config{Sched: s, Version: version, Protocol: source.Name, Store: store, Log: log})
+	if err := srv.Start(addr); err != nil {
+		if explicit {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		log.Warn("the metrics endpoints are off: their default address cannot be used (see --metrics-listen)", zap.Error(err))
+		return nil, nil
+	}
+	log.Info("metrics listening", zap.Stringer("addr", srv.Addr()))
+	return srv, nil
 }
 
 // startController serves the Worker–Controller protocol unless

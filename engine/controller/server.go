@@ -240,6 +240,14 @@ func (s *Server) Workers() int {
 	return len(s.workers)
 }
 
+// Conns is the number of connections: to the main socket, and to each
+// registered worker's socket.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) + len(s.workers)
+}
+
 // OnOpen implements gnet.EventHandler.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s.mu.Lock()

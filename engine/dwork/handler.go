@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/dwork"
+	"switchyard/engine/source"
 	"switchyard/sched"
 )
 
@@ -62,9 +63,11 @@ type stolenTask struct {
 }
 
 func newHandler(s *sched.Sched, fn, host string, locs *locations, draining *atomic.Bool, log *zap.Logger) *handler {
+	client := s.NewClient(nil)
+	client.SetSource(source.Dwork)
 	return &handler{
 		s:        s,
-		client:   s.NewClient(nil),
+		client:   client,
 		fn:       fn,
 		fnb:      []byte(fn),
 		host:     host,

@@ -215,6 +215,10 @@ func (s *Server) Start() error {
 // order. Valid once Start has returned nil.
 func (s *Server) Addrs() []net.Addr { return append([]net.Addr(nil), s.addrs...) }
 
+// Conns is the number of connections open to the server's listeners,
+// ZeroMQ handshakes under way included. Valid once Start has returned nil.
+func (s *Server) Conns() int { return int(s.ln.conns.Load()) }
+
 // Func is the function dwork tasks belong to.
 func (s *Server) Func() string { return s.cfg.Func }
 

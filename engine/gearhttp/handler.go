@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"switchyard/engine/source"
 	"sync"
 	"time"
 
@@ -131,7 +132,9 @@ const bodyStart = 1 << 20
 func (h *Handler) background(w http.ResponseWriter, r *http.Request, req *sched.SubmitReq) {
 	stored := make(chan error, 1)
 	req.Stored = func(_ uint64, err error) { stored <- err }
-	id, err := h.sched.NewClient(nil).Submit(req)
+	c := h.sched.NewClient(nil)
+	c.SetSource(source.HTTP)
+	id, err := c.Submit(req)
 	if err == nil && req.Waiting {
 		select {
 		case err = <-stored:
@@ -161,6 +164,7 @@ func (h *Handler) submitFailed(w http.ResponseWriter, r *http.Request, req *sche
 func (h *Handler) foreground(w http.ResponseWriter, r *http.Request, req *sched.SubmitReq, head bool) {
 	res := &result{max: h.cfg.MaxBody, exceptions: h.cfg.Exceptions, done: make(chan struct{})}
 	c := h.sched.NewClient(res)
+	c.SetSource(source.HTTP)
 	defer c.Close()
 	id, err := c.Submit(req)
 	if err != nil {

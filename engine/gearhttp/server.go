@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -75,10 +76,10 @@ type Server struct {
 	addr      string
 	keepAlive net.KeepAliveConfig
 
-	mounts map[string]http.Handler // Mount's, by exact path
 	hs     *http.Server
 	ln     net.Listener
 	served chan struct{} // closed when Serve has returned
+	conns  atomic.Int64  // open connections, for the metrics
 
 	drainOnce   sync.Once
 	drained     chan struct{}      // closed once Drain's Shutdown has returned
@@ -91,25 +92,12 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{h: NewHandler(cfg, s, log), log: log, addr: cfg.Addr, keepAlive: cfg.KeepAlive, mounts: map[string]http.Handler{}}
+	return &Server{h: NewHandler(cfg, s, log), log: log, addr: cfg.Addr, keepAlive: cfg.KeepAlive}
 }
 
 // Handler is the protocol's handler, for serving it from another
 // http.Server.
 func (s *Server) Handler() *Handler { return s.h }
-
-// Mount serves h, instead of a job's function, for requests to exactly
-// path (such as "/metrics"), on the same listener. Call it before Start.
-func (s *Server) Mount(path string, h http.Handler) { s.mounts[path] = h }
-
-// ServeHTTP dispatches to a mounted handler, else to the protocol's.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if m, ok := s.mounts[r.URL.Path]; ok {
-		m.ServeHTTP(w, r)
-		return
-	}
-	s.h.ServeHTTP(w, r)
-}
 
 // Start binds Config.Addr and serves it.
 func (s *Server) Start() error {
@@ -120,7 +108,8 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.hs = &http.Server{
-		Handler:           s,
+		Handler:           s.h,
+		ConnState:         s.countConn,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -135,6 +124,20 @@ func (s *Server) Start() error {
 	}()
 	return nil
 }
+
+// countConn keeps Conns: every connection is new once, then closed or
+// hijacked once.
+func (s *Server) countConn(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.conns.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		s.conns.Add(-1)
+	}
+}
+
+// Conns is the number of open connections.
+func (s *Server) Conns() int { return int(s.conns.Load()) }
 
 // Addr is the bound address, with the port the kernel picked for port 0.
 // It is valid once Start has returned nil.

@@ -719,23 +719,3 @@ func TestStopAndDrain(t *testing.T) {
 		time.Sleep(time.Millisecond) // polling the scheduler's view
 	}
 }
-
-// Mount serves other handlers on the same listener, by exact path.
-func TestMount(t *testing.T) {
-	s := sched.New(sched.Config{})
-	defer s.Close()
-	srv := New(Config{Addr: "127.0.0.1:0"}, s, nil)
-	srv.Mount("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "m 1\n") }))
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stop(t, srv.Stop)
-	resp, body, _ := exchange(t, srv.Addr().String(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp.StatusCode != 200 || string(body) != "m 1\n" {
-		t.Fatalf("/metrics: %d %q", resp.StatusCode, body)
-	}
-	resp, _, _ = exchange(t, srv.Addr().String(), "GET /metrics2 HTTP/1.1\r\nHost: x\r\nX-Gearman-Background: true\r\n\r\n")
-	if resp.Header.Get("X-Gearman-Command") != "JOB_CREATED" {
-		t.Fatalf("/metrics2: %v", resp.Header)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/source"
 	"switchyard/sched"
 )
 
@@ -167,6 +168,7 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 	}
 	if cn.client == nil {
 		cn.client = cn.srv.sched.NewClient(cn)
+		cn.client.SetSource(source.Gearman)
 		cn.onStore = cn.stored
 	}
 	if bg {

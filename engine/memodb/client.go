@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/memodb"
+	"switchyard/engine/source"
 	"switchyard/sched"
 )
 
@@ -44,6 +45,7 @@ func (s *Server) submit(r req, msg *codec.Message, rc *receiver) (parked bool) {
 	s.pending[p] = struct{}{}
 	s.mu.Unlock()
 	p.client = s.sched.NewClient(p)
+	p.client.SetSource(source.MemoDB)
 	_, err := p.client.Submit(&sched.SubmitReq{
 		Func:         []byte(msg.Service),
 		Priority:     sched.Normal, // as a plain Gearman SUBMIT_JOB

@@ -107,6 +107,8 @@ type Server struct {
 	workers map[uint32]*worker
 	nextID  uint32
 	pending map[*pending]struct{}
+	pipes   map[mangos.Pipe]bool // connections: attaching (false) or attached (true), see pipeEvent
+	npipes  int                  // the attached ones
 
 	out      outbox
 	wg       sync.WaitGroup // receivers and senders
@@ -230,6 +232,7 @@ func (s *Server) Start() error {
 		// tcp://HOST:0 (mangos's tcp listener reads it back after bind).
 		s.addrs = append(s.addrs, l.Address())
 	}
+	sock.SetPipeEventHook(s.pipeEvent)
 	s.sock = sock
 	for range s.cfg.Receivers {
 		s.wg.Go(s.receive)
@@ -294,6 +297,40 @@ func (s *Server) Workers() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.workers)
+}
+
+// Conns is the number of connections open to the server's listeners.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.npipes
+}
+
+// pipeEvent keeps Conns. mangos reports a pipe's detaching from a
+// goroutine of its own, which may run before its attaching is reported,
+// and detaches pipes that never attached; every pipe starts with
+// attaching, reported in order, so a pipe counts from attached to
+// detached only if it was still known when attached.
+func (s *Server) pipeEvent(ev mangos.PipeEvent, p mangos.Pipe) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pipes == nil {
+		s.pipes = make(map[mangos.Pipe]bool)
+	}
+	switch ev {
+	case mangos.PipeEventAttaching:
+		s.pipes[p] = false
+	case mangos.PipeEventAttached:
+		if attached, ok := s.pipes[p]; ok && !attached {
+			s.pipes[p] = true
+			s.npipes++
+		}
+	case mangos.PipeEventDetached:
+		if s.pipes[p] {
+			s.npipes--
+		}
+		delete(s.pipes, p)
+	}
 }
 
 // context takes an idle context for a receiver, or opens one.

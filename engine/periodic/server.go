@@ -18,6 +18,7 @@ import (
 
 	codec "switchyard/codec/periodic"
 	"switchyard/engine/listen"
+	"switchyard/engine/source"
 	"switchyard/sched"
 )
 
@@ -79,11 +80,13 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	submit := s.NewClient(nil)
+	submit.SetSource(source.Periodic)
 	return &Server{
 		cfg:    cfg,
 		sched:  s,
 		log:    log,
-		submit: s.NewClient(nil),
+		submit: submit,
 		booted: make(chan struct{}),
 		done:   make(chan error, 1),
 		conns:  make(map[*conn]struct{}),

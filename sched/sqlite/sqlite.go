@@ -28,9 +28,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // pure Go: the server is built without cgo
 
@@ -71,6 +73,9 @@ type Store struct {
 	wake    *sync.Cond
 	closed  bool
 	stopped chan struct{}
+
+	statsMu sync.Mutex
+	commits sched.Histogram // how long each transaction took to commit, see Stats
 
 	// The writer's own (Load fills them before any write is queued).
 	keys map[uint64]rowKey // the row each stored job is under
@@ -377,7 +382,12 @@ func (s *Store) apply(ops []op) error {
 		}
 	}
 	if err == nil {
+		start := time.Now()
 		err = tx.Commit()
+		took := time.Since(start)
+		s.statsMu.Lock()
+		s.commits.Observe(took)
+		s.statsMu.Unlock()
 	} else {
 		tx.Rollback()
 	}
@@ -535,4 +545,27 @@ func (s *Store) storeAll() error {
 		return fmt.Errorf("sqlite: store the queue in %s: %w", s.cfg.Path, err)
 	}
 	return nil
+}
+
+// Stats is what the store reports for monitoring.
+type Stats struct {
+	// DiskBytes is the size of the database file and of its journal.
+	DiskBytes uint64
+	// Commits times each transaction's commit, which is where SQLite syncs
+	// the file (unless Config.NoSync).
+	Commits sched.Histogram
+}
+
+// Stats reads the store's figures.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for _, suffix := range []string{"", "-wal", "-journal"} {
+		if fi, err := os.Stat(s.cfg.Path + suffix); err == nil {
+			st.DiskBytes += uint64(fi.Size())
+		}
+	}
+	s.statsMu.Lock()
+	st.Commits = s.commits
+	s.statsMu.Unlock()
+	return st
 }

@@ -376,6 +376,10 @@ var listeners = [...]struct {
 	// older one took -r http and ignored it.
 	{"--http-timeout", "gearmand's HTTP protocol", func(sc *scenario.Scenario) bool { return sc.HTTP },
 		[]string{"-r", "http", "--http-port", "0"}, true},
+	// No scenario measures with the metrics on: the harness counts the
+	// listeners, and the latency histograms' clock reads are not the
+	// server's own cost.
+	{"--metrics-listen", "the metrics endpoints", func(*scenario.Scenario) bool { return false }, nil, false},
 }
 
 func serverNames(servers []serverSpec) string {

@@ -1,0 +1,250 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"switchyard/sched"
+)
+
+// Families is a parsed scrape.
+type Families map[string]*dto.MetricFamily
+
+// Scrape GETs url and parses it with Prometheus's own text parser.
+func Scrape(t testing.TB, url string) Families {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	return fams
+}
+
+// Value is the value of the series of family name whose labels are
+// labels ("k=v" each, every one of the series' labels), and whether it is
+// there. A histogram's value is its count.
+func (f Families) Value(name string, labels ...string) (float64, bool) {
+	fam := f[name]
+	if fam == nil {
+		return 0, false
+	}
+	for _, m := range fam.Metric {
+		var got []string
+		for _, l := range m.Label {
+			got = append(got, l.GetName()+"="+l.GetValue())
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(labels))
+		if !slices.Equal(got, want) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+type nopWaker struct{}
+
+func (nopWaker) Wake(any) {}
+
+type nopListener struct{}
+
+func (nopListener) Notify(uint64, *sched.Update) {}
+
+func startOps(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s := New(cfg)
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Stop(ctx)
+	})
+	return s
+}
+
+// The metrics say what the scheduler holds and counted, exactly, and
+// gearman-exporter's families say what its status would.
+func TestMetrics(t *testing.T) {
+	sc := sched.New(sched.Config{Tick: -1, Latency: true})
+	defer sc.Close()
+	names := map[sched.Source]string{1: "one", 2: "two"}
+	srv := startOps(t, Config{Sched: sc, Version: "9.9.9",
+		Protocol: func(src sched.Source) string { return names[src] },
+		Store: func() StoreStats {
+			var h sched.Histogram
+			h.Observe(3 * time.Millisecond)
+			n, sum, b := Cumulative(&h)
+			return StoreStats{Bytes: 12345, Syncs: n, SyncSeconds: sum, SyncBuckets: b}
+		}})
+	srv.AddConns(Conns{"one", func() int { return 7 }})
+
+	one, two, three := sc.NewClient(nopListener{}), sc.NewClient(nopListener{}), sc.NewClient(nopListener{})
+	one.SetSource(1)
+	two.SetSource(2)
+	three.SetSource(3) // named by nobody
+	submit := func(c *sched.Client, fn string, p sched.Priority) {
+		if _, err := c.Submit(&sched.SubmitReq{Func: []byte(fn), Priority: p, Background: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		submit(one, "resize", sched.High)
+	}
+	submit(one, "resize", sched.Low)
+	submit(two, "resize", sched.Normal)
+	submit(three, "mail\xff", sched.Normal)
+	w := sc.NewWorker(nopWaker{})
+	w.CanDo([]byte("resize"), 0)
+	w.CanDo([]byte("idle"), 0)
+	for _, k := range []sched.UpdateKind{sched.Complete, sched.Fail, sched.Exception} {
+		j := w.Grab() // high first: source one's
+		if err := w.Update(j.ID(), &sched.Update{Kind: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Grab() // running: two's normal job
+
+	fams := Scrape(t, "http://"+srv.Addr().String()+"/metrics")
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"gearman_up", nil, 1},
+		{"gearman_version_info", []string{"version=9.9.9"}, 1},
+		{"gearman_jobs", []string{"function=resize"}, 2},
+		{"gearman_jobs_running", []string{"function=resize"}, 1},
+		{"gearman_jobs_waiting", []string{"function=resize"}, 1},
+		{"gearman_workers", []string{"function=resize"}, 1},
+		{"gearman_workers", []string{"function=idle"}, 1},
+		{"gearman_jobs", []string{`function=mail\xff`}, 1},
+		{"switchyard_function_queued", []string{"function=resize", "priority=high"}, 0},
+		{"switchyard_function_queued", []string{"function=resize", "priority=normal"}, 0},
+		{"switchyard_function_queued", []string{"function=resize", "priority=low"}, 1},
+		{"switchyard_function_running", []string{"function=resize"}, 1},
+		{"switchyard_function_workers", []string{"function=idle"}, 1},
+		{"switchyard_function_completed_total", []string{"function=resize"}, 1},
+		{"switchyard_function_failed_total", []string{"function=resize"}, 2},
+		{"switchyard_functions", nil, 3},
+		{"switchyard_jobs_submitted_total", []string{"protocol=one"}, 4},
+		{"switchyard_jobs_submitted_total", []string{"protocol=two"}, 1},
+		{"switchyard_jobs_submitted_total", []string{"protocol=3"}, 1},
+		{"switchyard_jobs_completed_total", []string{"protocol=one"}, 1},
+		{"switchyard_jobs_failed_total", []string{"protocol=one"}, 1},
+		{"switchyard_jobs_exception_total", []string{"protocol=one"}, 1},
+		{"switchyard_jobs_completed_total", []string{"protocol=two"}, 0},
+		{"switchyard_jobs_retried_total", []string{"protocol=one"}, 0},
+		{"switchyard_jobs_timed_out_total", []string{"protocol=one"}, 0},
+		{"switchyard_job_queue_wait_seconds", nil, 4},
+		{"switchyard_job_run_seconds", nil, 3},
+		{"switchyard_connections", []string{"protocol=one"}, 7},
+		{"switchyard_store_bytes", nil, 12345},
+		{"switchyard_store_sync_seconds", nil, 1},
+	} {
+		got, ok := fams.Value(c.name, c.labels...)
+		if !ok || got != c.want {
+			t.Errorf("%s%v = %v (there: %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if _, ok := fams.Value("switchyard_jobs_submitted_total", "protocol=0"); ok {
+		t.Error("a source with no name and nothing counted is listed")
+	}
+	for _, name := range []string{"process_cpu_seconds_total", "go_goroutines"} {
+		if fams[name] == nil {
+			t.Errorf("no %s", name)
+		}
+	}
+	// The exporter's families exactly as it declares them.
+	for name, help := range map[string]string{
+		"gearman_jobs":         "number of jobs queued or running",
+		"gearman_jobs_running": "number of running jobs",
+		"gearman_jobs_waiting": "number of jobs waiting for an available worker",
+		"gearman_workers":      "number of capable workers",
+		"gearman_up":           "is gearman up",
+		"gearman_version_info": "gearman version",
+	} {
+		if f := fams[name]; f == nil || f.GetHelp() != help || f.GetType() != dto.MetricType_GAUGE {
+			t.Errorf("%s: %v", name, f)
+		}
+	}
+	// Buckets are cumulative, in seconds: the store's 3ms sync is at most
+	// 5ms and more than 2.5ms.
+	h := fams["switchyard_store_sync_seconds"].Metric[0].Histogram
+	for _, b := range h.Bucket {
+		want := uint64(0)
+		if b.GetUpperBound() >= 0.005 {
+			want = 1
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("sync bucket le=%g holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"resize":         "resize",
+		"ünïcode":        "ünïcode",
+		"a\xffb":         `a\xffb`,
+		"\x80\xc3":       `\x80\xc3`,
+		"x\xe2\x82":      `x\xe2\x82`,
+		"ok\xe2\x82\xac": "ok€",
+	} {
+		if got := labelValue(in); got != want {
+			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A scrape of many functions stays correct: every function is listed
+// once, across FuncsChunked's chunks.
+func TestMetricsManyFunctions(t *testing.T) {
+	sc := sched.New(sched.Config{Tick: -1})
+	defer sc.Close()
+	const n = 10000
+	for i := range n {
+		sc.CreateFunc(fmt.Appendf(nil, "f%05d", i))
+	}
+	srv := startOps(t, Config{Sched: sc})
+	fams := Scrape(t, "http://"+srv.Addr().String()+"/metrics")
+	if got := len(fams["gearman_jobs"].GetMetric()); got != n {
+		t.Errorf("%d gearman_jobs series, want %d", got, n)
+	}
+	if v, _ := fams.Value("switchyard_functions"); v != n {
+		t.Errorf("switchyard_functions = %v", v)
+	}
+	if !strings.HasPrefix(fams["gearman_jobs"].Metric[0].Label[0].GetValue(), "f") {
+		t.Error("bad label")
+	}
+}
