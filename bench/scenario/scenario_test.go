@@ -500,7 +500,7 @@ func TestHTTPAgainstServers(t *testing.T) {
 	servers := []harness.Config{{
 		Name: "switchyard", Path: buildSwitchyard(t), Listeners: 2,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin", "--periodic-listen", "off",
-			"--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "-r", "http", "--http-port", "0"},
+			"--controller-socket", "off", "--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off", "-r", "http", "--http-port", "0"},
 	}}
 	if _, err := os.Stat("/usr/sbin/gearmand"); err == nil {
 		servers = append(servers, harness.Config{Name: "gearmand", Path: "/usr/sbin/gearmand", Listeners: 2,
