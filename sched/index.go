@@ -13,11 +13,12 @@ import "hash/maphash"
 // A slot holds the key's hash and the job; the key itself is the job's
 // (Job.key), so the index stores no strings of its own.
 type keyIndex struct {
-	cur   []slot
-	old   []slot // being moved into cur; nil when no resize is under way
-	moved int    // slots of old already moved
-	used  int    // slots of cur ever filled since it was made: live and deleted
-	live  int    // keys in cur and old
+	cur     []slot
+	old     []slot // being moved into cur; nil when no resize is under way
+	moved   int    // slots of old already moved
+	pending int    // keys in old, still to be moved
+	used    int    // slots of cur ever filled since it was made: live and deleted
+	live    int    // keys in cur and old
 }
 
 type slot struct {
@@ -76,7 +77,10 @@ func (x *keyIndex) set(key string, j *Job) {
 		s.j = j
 		return
 	}
-	if (x.used+1)*4 > len(x.cur)*3 {
+	// The keys still in old will land in cur too: room is kept for them,
+	// so that finishing a move never meets a full table (whose probes
+	// would never end).
+	if (x.used+x.pending+1)*4 > len(x.cur)*3 {
 		x.resize()
 	}
 	x.insert(h, j)
@@ -89,7 +93,9 @@ func (x *keyIndex) del(key string) {
 	h := keyHash(key)
 	s := find(x.cur, key, h)
 	if s == nil {
-		s = find(x.old, key, h)
+		if s = find(x.old, key, h); s != nil {
+			x.pending--
+		}
 	}
 	if s == nil {
 		return
@@ -118,7 +124,8 @@ func (x *keyIndex) insert(h uint64, j *Job) {
 
 // resize starts moving into a new table sized for the live keys: larger
 // when they fill the table, the same or smaller when deletions left it
-// full of deleted slots. A resize still under way is finished first.
+// full of deleted slots. A resize still under way is finished first, into
+// the room set keeps for it.
 func (x *keyIndex) resize() {
 	for x.old != nil {
 		x.step()
@@ -128,7 +135,7 @@ func (x *keyIndex) resize() {
 		n *= 2
 	}
 	x.old, x.cur = x.cur, make([]slot, n)
-	x.moved, x.used = 0, 0
+	x.moved, x.used, x.pending = 0, 0, x.live
 	if len(x.old) == 0 {
 		x.old = nil
 	}
@@ -141,6 +148,7 @@ func (x *keyIndex) step() {
 		if s.j != nil {
 			x.insert(s.h, s.j)
 			s.j = nil // moved: a deleted slot, so old's probes still work
+			x.pending--
 		}
 		if x.moved++; x.moved == len(x.old) {
 			x.old, x.moved = nil, 0

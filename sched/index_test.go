@@ -55,6 +55,76 @@ func TestKeyIndexAgainstMap(t *testing.T) {
 	}
 }
 
+// Churn of distinct keys, as a queue has: bursts of new names, with
+// random ones deleted. Resizes start while others are under way and while
+// the table is mostly deleted slots; the index must keep room for every
+// key still to be moved (it once finished a move into a full table and
+// probed for ever under the shard lock).
+func TestKeyIndexChurn(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var x keyIndex
+		model := map[string]*Job{}
+		var names []string
+		next := 0
+		for round := 0; round < 400; round++ {
+			for range rng.IntN(40) {
+				k := fmt.Sprint("n", next)
+				next++
+				j := &Job{unique: k}
+				x.set(k, j)
+				model[k] = j
+				names = append(names, k)
+				x.checkRoom(t)
+			}
+			for range rng.IntN(40) {
+				if len(names) == 0 {
+					break
+				}
+				i := rng.IntN(len(names))
+				k := names[i]
+				names[i] = names[len(names)-1]
+				names = names[:len(names)-1]
+				x.del(k)
+				delete(model, k)
+				x.checkRoom(t)
+			}
+			if x.len() != len(model) {
+				t.Fatalf("seed %d round %d: len %d, want %d", seed, round, x.len(), len(model))
+			}
+		}
+		for k, j := range model {
+			if x.get(k) != j {
+				t.Fatalf("seed %d: %s lost", seed, k)
+			}
+		}
+	}
+}
+
+// checkRoom fails t unless the index's invariants hold: the keys still to
+// be moved are counted, and they and every slot ever used in cur fit in
+// three quarters of it, so probes always end at an empty slot.
+func (x *keyIndex) checkRoom(t *testing.T) {
+	t.Helper()
+	pending, live := 0, 0
+	for _, s := range x.old[x.moved:] {
+		if s.j != nil {
+			pending++
+		}
+	}
+	for _, s := range x.cur {
+		if s.j != nil {
+			live++
+		}
+	}
+	if pending != x.pending || live+pending != x.live {
+		t.Fatalf("%d keys to move (counted %d), %d in cur, %d live counted", pending, x.pending, live, x.live)
+	}
+	if (x.used+x.pending)*4 > len(x.cur)*3 {
+		t.Fatalf("%d slots used and %d keys to move in a table of %d", x.used, x.pending, len(x.cur))
+	}
+}
+
 // No insert pays for moving the whole table: with a million keys, the
 // slowest 10k inserts cost about what the fastest do.
 func TestKeyIndexGrowsIncrementally(t *testing.T) {
