@@ -28,6 +28,10 @@ type Record struct {
 	Command []string  `json:"command"`
 	Quick   bool      `json:"quick"`
 	Machine Machine   `json:"machine"`
+	// LoadAvg is the machine's 1-minute load average when the run began
+	// and when it ended (/proc/loadavg): well above nothing, other work
+	// shared the CPUs with the servers and the load generator.
+	LoadAvg []float64 `json:"load_avg,omitempty"`
 	Servers []Server  `json:"servers"`
 	Runs    []Run     `json:"runs"`
 }
@@ -242,6 +246,17 @@ func (r *Record) Scenarios() []string {
 		}
 	}
 	return names
+}
+
+// Busy reports whether other work shared the machine during the run: a
+// load average, at its start or end, above three quarters of the CPUs.
+func (r *Record) Busy() bool {
+	for _, l := range r.LoadAvg {
+		if l > 0.75*float64(max(r.Machine.NumCPU, 1)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Label names the record in tables and charts: date, commit and mode.

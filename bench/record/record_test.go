@@ -71,6 +71,7 @@ func sampleRecord() *Record {
 		Command: []string{"bin/switchyard-bench", "--quick"},
 		Quick:   true,
 		Machine: Machine{Hostname: "h", NumCPU: 2, CPUModel: "AMD EPYC", Kernel: "6.1", MemoryMB: 24105, GoVersion: "go1.26"},
+		LoadAvg: []float64{0.25, 1.5},
 		Servers: []Server{{Name: "switchyard", Path: "bin/switchyard", Version: "switchyard 0.1.0", Args: []string{"-p", "PORT"}}},
 		Runs: []Run{
 			{Scenario: "fg", Server: "switchyard", Round: 1, Params: map[string]string{"clients": "4"},
@@ -242,6 +243,26 @@ func TestLabelAndScenarios(t *testing.T) {
 	}
 }
 
+func TestBusy(t *testing.T) {
+	tests := []struct {
+		cpus int
+		load []float64
+		want bool
+	}{
+		{2, nil, false},
+		{2, []float64{0.3, 1.5}, false},
+		{2, []float64{1.6, 0.2}, true},
+		{8, []float64{4, 5.9}, false},
+		{0, []float64{0.9}, true}, // CPUs unknown: one
+	}
+	for _, tt := range tests {
+		r := &Record{Machine: Machine{NumCPU: tt.cpus}, LoadAvg: tt.load}
+		if got := r.Busy(); got != tt.want {
+			t.Errorf("%d CPUs, load %v: Busy() = %v, want %v", tt.cpus, tt.load, got, tt.want)
+		}
+	}
+}
+
 func TestMachineParsing(t *testing.T) {
 	cpuinfo := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n"
 	if got := cpuModel(strings.NewReader(cpuinfo)); got != "AMD EPYC 7B13" {
@@ -249,6 +270,14 @@ func TestMachineParsing(t *testing.T) {
 	}
 	if got := cpuModel(strings.NewReader("processor : 0\n")); got != "" {
 		t.Errorf("cpuModel without a model name = %q", got)
+	}
+	for in, want := range map[string]float64{"0.52 0.58 0.59 1/467 12345\n": 0.52, "12.75 3 1 2/3 4": 12.75, "": -1, "x 1 2": -1} {
+		if got := parseLoadAvg(in); got != want {
+			t.Errorf("parseLoadAvg(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if got := LoadAvg(); got < 0 {
+		t.Errorf("LoadAvg() = %v: /proc/loadavg unread", got)
 	}
 	meminfo := "MemTotal:       24683520 kB\nMemFree:        23968000 kB\n"
 	if got := memTotalMB(strings.NewReader(meminfo)); got != 24105 {

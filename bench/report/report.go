@@ -156,6 +156,17 @@ func Markdown(s *Series) string {
 	fmt.Fprintf(&b, "## Latest run: %s\n\n", latest.Label())
 	m := latest.Machine
 	fmt.Fprintf(&b, "Machine: %d CPUs, %s, %d MB, Linux %s, %s.  \n", m.NumCPU, m.CPUModel, m.MemoryMB, m.Kernel, m.GoVersion)
+	if len(latest.LoadAvg) > 0 {
+		loads := make([]string, len(latest.LoadAvg))
+		for i, l := range latest.LoadAvg {
+			loads[i] = fmt.Sprintf("%.2f", l)
+		}
+		fmt.Fprintf(&b, "Load average (1 min) at the start and the end: %s", strings.Join(loads, ", "))
+		if latest.Busy() {
+			b.WriteString(": **taken under load**, other work shared the CPUs, so the figures are lower and noisier than on a quiet machine")
+		}
+		b.WriteString(".  \n")
+	}
 	for _, srv := range latest.Servers {
 		fmt.Fprintf(&b, "%s: %s.  \n", srv.Name, srv.Version)
 	}

@@ -57,6 +57,7 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## Latest run: 2026-11-02 10:00 2222222-dirty (quick)",
 		"Command: `bin/switchyard-bench --quick --gearmand none`",
+		"Load average (1 min) at the start and the end: 0.40, 7.25: **taken under load**",
 		"| conns-10k | switchyard | - | - |  | 20.0k |",
 		"| fg | switchyard | 25.0 | 40.0 | 90% | 45.0k |",
 		"| memodb | 15.0k | 10.0k | 67% | 1.20ms | 3.00ms | 40.0 | 90.0 |",

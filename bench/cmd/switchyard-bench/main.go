@@ -133,12 +133,13 @@ func run() error {
 		Command: os.Args,
 		Quick:   opts.quick,
 		Machine: record.DetectMachine(),
+		LoadAvg: []float64{record.LoadAvg()},
 	}
 	for _, s := range servers {
 		rec.Servers = append(rec.Servers, s.record)
 	}
-	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), commit %s, servers: %s\n",
-		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.Commit, serverNames(servers))
+	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), load average %.2f, commit %s, servers: %s\n",
+		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.LoadAvg[0], rec.Commit, serverNames(servers))
 
 	for _, sc := range scenarios {
 		params := *opts.params[sc.Name]
@@ -171,6 +172,10 @@ func run() error {
 	}
 	if ctx.Err() != nil {
 		return errors.New("interrupted; no record written")
+	}
+	rec.LoadAvg = append(rec.LoadAvg, record.LoadAvg())
+	if rec.Busy() {
+		fmt.Fprintf(os.Stderr, "bench: load average %v over %d CPUs: other work shared the machine, the figures are low and noisy\n", rec.LoadAvg, rec.Machine.NumCPU)
 	}
 
 	fmt.Print(rec.Markdown())
