@@ -1,9 +1,13 @@
 package harness
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,6 +79,94 @@ func TestReadUsageOfSelf(t *testing.T) {
 	}
 	if u.RSS <= 0 || u.PeakRSS < u.RSS || u.Threads < 1 {
 		t.Errorf("implausible usage of this process: %+v", u)
+	}
+}
+
+// busyChildEnv makes this test binary the busy child of
+// TestReadUsageOfBusyChild.
+const busyChildEnv = "HARNESS_BUSY_CHILD"
+
+// TestBusyChild is not a test: run by TestReadUsageOfBusyChild with
+// busyChildEnv set, it burns CPU for each line it reads and answers when
+// done, until its input ends.
+func TestBusyChild(t *testing.T) {
+	if os.Getenv(busyChildEnv) != "1" {
+		t.Skip("the child process of TestReadUsageOfBusyChild")
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		d, err := time.ParseDuration(in.Text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for from := ownCPU(); ownCPU()-from < d; {
+		}
+		fmt.Println("done")
+	}
+}
+
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestReadUsageOfBusyChild reads a real child process's CPU from /proc as
+// the bench reads a server's: before and after it burns a known amount,
+// and against what the kernel reports of it once it has exited (wait4's
+// rusage).
+func TestReadUsageOfBusyChild(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBusyChild$")
+	cmd.Env = append(os.Environ(), busyChildEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(stdout)
+	burn := func(d time.Duration) {
+		t.Helper()
+		fmt.Fprintln(stdin, d)
+		if !out.Scan() || out.Text() != "done" {
+			t.Fatalf("child answered %q, %v", out.Text(), out.Err())
+		}
+	}
+	// /proc counts in ticks of 10 ms, and rounds down.
+	const tick = time.Second / clockTicks
+
+	before, err := ReadUsage(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const spent = 300 * time.Millisecond
+	burn(spent)
+	after, err := ReadUsage(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.CPU - before.CPU; got < spent-2*tick {
+		t.Errorf("CPU went from %v to %v while the child burnt %v", before.CPU, after.CPU, spent)
+	}
+	if after.RSS <= 0 || after.Threads < 1 {
+		t.Errorf("implausible usage of the child: %+v", after)
+	}
+
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	exited := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	// What /proc said while it ran is at most what it had at its exit,
+	// and not much less: after its burn the child only exits.
+	if after.CPU > exited+tick || after.CPU < exited-100*time.Millisecond {
+		t.Errorf("/proc read %v after the burn; the child had used %v when it exited", after.CPU, exited)
 	}
 }
 

@@ -46,6 +46,11 @@ type Client struct {
 	Payload    []byte
 	InFlight   int
 	Background bool
+	// Pool, when set, bounds the jobs in the server: each submit takes a
+	// token first, which the worker that gets the job gives back
+	// (Worker.Pool). It is for background jobs, which leave the client
+	// as soon as they are queued.
+	Pool *Pool
 }
 
 // ClientResult is what one client connection did.
@@ -74,6 +79,7 @@ type earlyResult struct {
 // clientConn is the state of one Client.Run.
 type clientConn struct {
 	*Client
+	ctx        context.Context
 	ph         *Phase
 	conn       net.Conn
 	r          *packetReader
@@ -92,6 +98,7 @@ type clientConn struct {
 	early       []earlyResult
 	outstanding int
 	submitting  bool
+	token       bool // a Pool token taken for the next submit
 }
 
 // Run connects and submits until the phase ends or its budget is spent,
@@ -108,6 +115,7 @@ func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
 	defer conn.Close()
 	cc := &clientConn{
 		Client:          c,
+		ctx:             ctx,
 		ph:              ph,
 		conn:            conn,
 		r:               newPacketReader(conn, 64<<10),
@@ -127,9 +135,12 @@ func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
 	})
 	defer stop()
 	err = cc.loop()
+	if cc.token {
+		c.Pool.Put()
+	}
 	// Jobs still out when the context ended or the grace period ran out
 	// are given up on, which is not a failure of the run.
-	if err != nil && (cc.cancelled.Load() || (!cc.submitting && errors.Is(err, os.ErrDeadlineExceeded))) {
+	if err != nil && (cc.cancelled.Load() || ctx.Err() != nil || (!cc.submitting && errors.Is(err, os.ErrDeadlineExceeded))) {
 		cc.res.Abandoned = int64(cc.outstanding)
 		err = nil
 	}
@@ -151,7 +162,21 @@ func (cc *clientConn) loop() error {
 	if err := cc.w.Flush(); err != nil {
 		return err
 	}
-	for cc.outstanding > 0 {
+	for cc.outstanding > 0 || cc.submitting {
+		if cc.outstanding == 0 {
+			// fill stopped short of InFlight with submitting on: the
+			// Pool is empty, and there is nothing to read.
+			if err := cc.waitToken(); err != nil {
+				return err
+			}
+			if err := cc.fill(time.Now()); err != nil {
+				return err
+			}
+			if err := cc.w.Flush(); err != nil {
+				return err
+			}
+			continue
+		}
 		typ, body, err := cc.r.next()
 		if err != nil {
 			return err
@@ -184,9 +209,16 @@ func (cc *clientConn) fill(now time.Time) error {
 		if cc.outstanding >= cc.InFlight {
 			return nil
 		}
+		if cc.Pool != nil && !cc.token {
+			if !cc.Pool.tryTake() {
+				return nil
+			}
+			cc.token = true
+		}
 		if !ph.Budget.Take() {
 			return cc.stopSubmitting(now)
 		}
+		cc.token = false
 		if err := writePacket(cc.w, cc.submitType, []byte(cc.Function), nil, cc.Payload); err != nil {
 			return err
 		}
@@ -194,6 +226,25 @@ func (cc *clientConn) fill(now time.Time) error {
 		cc.createdLen++
 		cc.outstanding++
 		cc.res.Submitted++
+	}
+	return nil
+}
+
+// waitToken blocks until a Pool token is free, the phase ends or the
+// context does.
+func (cc *clientConn) waitToken() error {
+	var end <-chan time.Time
+	if !cc.ph.End.IsZero() {
+		t := time.NewTimer(time.Until(cc.ph.End))
+		defer t.Stop()
+		end = t.C
+	}
+	select {
+	case cc.Pool.tokens <- struct{}{}:
+		cc.token = true
+	case <-end: // fill stops submitting
+	case <-cc.ctx.Done():
+		return cc.ctx.Err()
 	}
 	return nil
 }

@@ -178,7 +178,11 @@ func TestWorkerEchoesAndSleeps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan struct{})
-	wk := &Worker{Addr: addr, Function: "f", Grab: 1, Jobs: NewCountdown(jobs, func() { close(done) })}
+	pool := NewPool(jobs) // as if a client had submitted the jobs
+	for range jobs {
+		pool.tryTake()
+	}
+	wk := &Worker{Addr: addr, Function: "f", Grab: 1, Jobs: NewCountdown(jobs, func() { close(done) }), Pool: pool}
 	var res WorkerResult
 	var err error
 	finished := make(chan struct{})
@@ -203,9 +207,70 @@ func TestWorkerEchoesAndSleeps(t *testing.T) {
 	if err != nil || res.Jobs != jobs {
 		t.Errorf("got %+v, %v; want %d jobs and no error", res, err, jobs)
 	}
+	if n := pool.InUse(); n != 0 {
+		t.Errorf("%d pool tokens still taken after %d jobs assigned", n, jobs)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if completed != jobs || sleeps != 2 {
 		t.Errorf("completed %d, slept %d; want %d, 2", completed, sleeps, jobs)
 	}
+}
+
+func TestBackgroundClientWaitsForPoolTokens(t *testing.T) {
+	submits := make(chan struct{}, 16)
+	addr := startFake(t, requestArgc, func(w *bufio.Writer, typ uint32, args [][]byte) {
+		writeRes(w, typeJobCreated, "H:fake:1")
+		submits <- struct{}{}
+	})
+	t.Run("a token given back lets one more job in", func(t *testing.T) {
+		pool := NewPool(2)
+		c := &Client{Addr: addr, Function: "f", InFlight: 8, Background: true, Pool: pool}
+		// The end is only a bound: the budget ends the run.
+		ph := &Phase{Start: time.Now(), End: time.Now().Add(time.Minute), Budget: NewBudget(3), Grace: 10 * time.Second}
+		type result struct {
+			res ClientResult
+			err error
+		}
+		ran := make(chan result, 1)
+		go func() {
+			res, err := c.Run(context.Background(), ph)
+			ran <- result{res, err}
+		}()
+		<-submits
+		<-submits // both tokens are taken: a worker's token comes back
+		select {
+		case r := <-ran:
+			t.Fatalf("the client stopped with no token free: %+v, %v", r.res, r.err)
+		default:
+		}
+		pool.Put()
+		r := <-ran
+		if r.err != nil || r.res.Submitted != 3 || r.res.Finished != 3 || pool.InUse() != 2 {
+			t.Errorf("got %+v, %v, %d tokens taken; want 3 jobs, no error, 2 tokens taken", r.res, r.err, pool.InUse())
+		}
+	})
+	t.Run("the phase's end stops the wait", func(t *testing.T) {
+		pool := NewPool(2)
+		c := &Client{Addr: addr, Function: "f", InFlight: 8, Background: true, Pool: pool}
+		ph := &Phase{Start: time.Now(), End: time.Now().Add(200 * time.Millisecond), Grace: 10 * time.Second}
+		res, err := c.Run(context.Background(), ph)
+		if err != nil || res.Submitted != 2 || res.Finished != 2 {
+			t.Errorf("got %+v, %v; want the 2 jobs the pool allows and no error", res, err)
+		}
+		for range 2 {
+			<-submits
+		}
+	})
+	t.Run("the context stops the wait", func(t *testing.T) {
+		pool := NewPool(1)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		c := &Client{Addr: addr, Function: "f", InFlight: 8, Background: true, Pool: pool}
+		res, err := c.Run(ctx, &Phase{Start: time.Now(), Grace: 10 * time.Second})
+		if err != nil || res.Submitted != 1 || res.Finished != 1 {
+			t.Errorf("got %+v, %v; want the 1 job the pool allows and no error", res, err)
+		}
+		<-submits
+	})
 }

@@ -120,3 +120,41 @@ func (c *Countdown) Dec() {
 		c.once.Do(c.fire)
 	}
 }
+
+// Pool is a number of tokens shared by clients and workers: a client
+// (PeriodicClient, or a background Client) takes one per job it submits
+// and the worker the job goes to (PeriodicWorker, Worker) gives it back.
+// It bounds the jobs in the server, so that clients that can submit faster
+// than workers can run do not only grow a queue.
+type Pool struct{ tokens chan struct{} }
+
+// NewPool returns a pool of n tokens.
+func NewPool(n int) *Pool { return &Pool{tokens: make(chan struct{}, n)} }
+
+func (p *Pool) tryTake() bool {
+	select {
+	case p.tokens <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Put gives a token back. Putting more than were taken is ignored.
+func (p *Pool) Put() {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.tokens:
+	default:
+	}
+}
+
+// InUse is the number of tokens taken.
+func (p *Pool) InUse() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.tokens)
+}

@@ -24,6 +24,8 @@ type Worker struct {
 	Result []byte
 	// Jobs, when set, is counted down once per job done.
 	Jobs *Countdown
+	// Pool, when set, gets a token back per job assigned (Client.Pool).
+	Pool *Pool
 	// Ready, when set, is called once the server has registered the worker,
 	// i.e. when the answer to its first GRAB_JOB arrives.
 	Ready func()
@@ -89,6 +91,7 @@ func (wk *Worker) loop(conn net.Conn) (WorkerResult, error) {
 		switch typ {
 		case typeJobAssign:
 			grabbing--
+			wk.Pool.Put()
 			handle, rest := splitArg(body)
 			_, payload := splitArg(rest) // function name, then the payload
 			result := wk.Result

@@ -31,6 +31,28 @@ func DetectMachine() Machine {
 	return m
 }
 
+// LoadAvg returns the 1-minute load average of /proc/loadavg, or -1.
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	return parseLoadAvg(string(b))
+}
+
+// parseLoadAvg returns the first field of /proc/loadavg, or -1.
+func parseLoadAvg(s string) float64 {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
 // cpuModel returns the first "model name" of /proc/cpuinfo.
 func cpuModel(r io.Reader) string {
 	sc := bufio.NewScanner(r)

@@ -15,8 +15,10 @@ import (
 )
 
 // SchemaVersion is bumped when a field changes meaning, so that the report
-// can tell old records from new ones.
-const SchemaVersion = 1
+// can tell old records from new ones. 2: the server's and the load
+// generator's CPU per job are Run fields; schema 1 kept them, for some
+// scenarios, in Extra (Read moves them).
+const SchemaVersion = 2
 
 // Record is one invocation of the bench command.
 type Record struct {
@@ -26,6 +28,10 @@ type Record struct {
 	Command []string  `json:"command"`
 	Quick   bool      `json:"quick"`
 	Machine Machine   `json:"machine"`
+	// LoadAvg is the machine's 1-minute load average when the run began
+	// and when it ended (/proc/loadavg): well above nothing, other work
+	// shared the CPUs with the servers and the load generator.
+	LoadAvg []float64 `json:"load_avg,omitempty"`
 	Servers []Server  `json:"servers"`
 	Runs    []Run     `json:"runs"`
 }
@@ -52,6 +58,9 @@ type Server struct {
 	// "--metrics-listen off") for the Gearman scenarios; its
 	// Periodic scenarios have tcp://127.0.0.1:0, its controller ones a
 	// main.sock in a fresh directory, its MemoDB one tcp://127.0.0.1:0.
+	// Since schema 2 each protocol has a loopback address of its own
+	// (Periodic 127.0.0.2, dwork 127.0.0.3, MemoDB 127.0.0.4), so that the
+	// mixed scenario's server, with them all on, tells its ports apart.
 	Args []string `json:"args"`
 }
 
@@ -71,10 +80,42 @@ type Run struct {
 	CPUSeconds float64 `json:"cpu_s"`       // server CPU (user+sys) during the scenario
 	LoadCPU    float64 `json:"load_cpu_s"`  // the load generator's own CPU during the scenario
 
+	// ServerCPUPerJob is the server's user+system time per job, µs, and
+	// LoadCPUPerJob the load generator's (this process's), over the
+	// stretch whose jobs JobsPerSec counts; 0 when not measured.
+	ServerCPUPerJob float64 `json:"server_cpu_us_per_job,omitempty"`
+	LoadCPUPerJob   float64 `json:"load_cpu_us_per_job,omitempty"`
+	// OfCeiling is JobsPerSec over that of the echo scenario that bounds
+	// it (Scenario.Ceiling) in the same record and round; 0 when the run
+	// has no such bound or the record no such run.
+	OfCeiling float64 `json:"of_ceiling,omitempty"`
+	// Parts are the loads of a run that puts several on the server at
+	// once (the mixed scenario), each alone and with the others.
+	Parts []Part `json:"parts,omitempty"`
+
 	// Extra holds scenario-specific figures, e.g. "drain_jobs_per_s".
 	Extra map[string]float64 `json:"extra,omitempty"`
 	// Error is set when the run failed; the figures are then partial.
 	Error string `json:"error,omitempty"`
+}
+
+// Part is one load of a run that puts several on one server: its figures
+// with the server to itself and with the other loads at the same time.
+type Part struct {
+	Name  string `json:"name"`
+	Alone Share  `json:"alone"`
+	Mixed Share  `json:"mixed"`
+}
+
+// Share is one part's figures over one measured stretch.
+type Share struct {
+	Jobs       int64   `json:"jobs"`
+	JobsPerSec float64 `json:"jobs_per_s"`
+	Latency    Latency `json:"latency_us"`
+	// The server's and the load generator's CPU per job, µs: alone only,
+	// as a process's CPU cannot be told apart by load.
+	ServerCPUPerJob float64 `json:"server_cpu_us_per_job,omitempty"`
+	LoadCPUPerJob   float64 `json:"load_cpu_us_per_job,omitempty"`
 }
 
 // Latency is a summary of an HDR histogram, in microseconds.
@@ -131,7 +172,41 @@ func Read(path string) (*Record, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	r.upgrade()
 	return &r, nil
+}
+
+// schema1CPU are the Extra keys in which schema 1 kept the CPU per job of
+// the scenarios that measured it, and the Run fields they now fill.
+var schema1CPU = []struct {
+	key string
+	dst func(*Run) *float64
+}{
+	{"cpu_us_per_job", func(r *Run) *float64 { return &r.ServerCPUPerJob }},
+	{"load_cpu_us_per_job", func(r *Run) *float64 { return &r.LoadCPUPerJob }},
+	{"cpu_us_per_pulse", func(r *Run) *float64 { return &r.ServerCPUPerJob }},
+	{"load_cpu_us_per_pulse", func(r *Run) *float64 { return &r.LoadCPUPerJob }},
+}
+
+// upgrade brings an older record to the current schema, so that the report
+// reads every record alike.
+func (r *Record) upgrade() {
+	if r.Schema >= 2 {
+		return
+	}
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		for _, m := range schema1CPU {
+			if v, ok := run.Extra[m.key]; ok {
+				*m.dst(run) = v
+				delete(run.Extra, m.key)
+			}
+		}
+		if len(run.Extra) == 0 {
+			run.Extra = nil
+		}
+	}
+	r.Schema = SchemaVersion
 }
 
 // ReadDir loads every *.json record in dir, oldest first.
@@ -172,6 +247,17 @@ func (r *Record) Scenarios() []string {
 		}
 	}
 	return names
+}
+
+// Busy reports whether other work shared the machine during the run: a
+// load average, at its start or end, above three quarters of the CPUs.
+func (r *Record) Busy() bool {
+	for _, l := range r.LoadAvg {
+		if l > 0.75*float64(max(r.Machine.NumCPU, 1)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Label names the record in tables and charts: date, commit and mode.

@@ -71,17 +71,26 @@ func sampleRecord() *Record {
 		Command: []string{"bin/switchyard-bench", "--quick"},
 		Quick:   true,
 		Machine: Machine{Hostname: "h", NumCPU: 2, CPUModel: "AMD EPYC", Kernel: "6.1", MemoryMB: 24105, GoVersion: "go1.26"},
+		LoadAvg: []float64{0.25, 1.5},
 		Servers: []Server{{Name: "switchyard", Path: "bin/switchyard", Version: "switchyard 0.1.0", Args: []string{"-p", "PORT"}}},
 		Runs: []Run{
 			{Scenario: "fg", Server: "switchyard", Round: 1, Params: map[string]string{"clients": "4"},
 				Jobs: 90000, Seconds: 3, JobsPerSec: 30000,
 				Latency: Latency{Count: 90000, Mean: 2100.5, P50: 2000, P99: 5000, P999: 8000, Max: 12000},
-				RSSMB:   12.5, PeakRSSMB: 13, CPUSeconds: 2.9, LoadCPU: 3.1},
+				RSSMB:   12.5, PeakRSSMB: 13, CPUSeconds: 2.9, LoadCPU: 3.1,
+				ServerCPUPerJob: 31.3, LoadCPUPerJob: 40.5, OfCeiling: 0.62},
 			{Scenario: "fg", Server: "gearmand", Round: 1, Jobs: 45000, Seconds: 3, JobsPerSec: 15000,
-				Latency: Latency{Count: 45000, P50: 4000, P99: 10000, P999: 12000, Max: 15000}, RSSMB: 11, CPUSeconds: 3.9},
+				Latency: Latency{Count: 45000, P50: 4000, P99: 10000, P999: 12000, Max: 15000}, RSSMB: 11, CPUSeconds: 3.9,
+				ServerCPUPerJob: 62.5, LoadCPUPerJob: 41, OfCeiling: 0.3125},
 			{Scenario: "queue-1m", Server: "switchyard", Round: 1, JobsPerSec: 200000,
 				Extra: map[string]float64{"drain_jobs_per_s": 40000, "rss_full_mb": 42.25, "drain_s": 2.5, "last10_vs_first10_pct": 95},
 				Error: "drain: 10 of 20 jobs\ndone | late"},
+			{Scenario: "mixed", Server: "switchyard", Round: 1, Jobs: 3000, Seconds: 2, JobsPerSec: 1500, ServerCPUPerJob: 120, LoadCPUPerJob: 200,
+				Parts: []Part{
+					{Name: "gearman-fg", Alone: Share{Jobs: 4000, JobsPerSec: 2000, Latency: Latency{Count: 4000, P99: 900}, ServerCPUPerJob: 25, LoadCPUPerJob: 30},
+						Mixed: Share{Jobs: 1000, JobsPerSec: 500, Latency: Latency{Count: 1000, P99: 2500}}},
+					{Name: "dwork", Alone: Share{JobsPerSec: 0}, Mixed: Share{Jobs: 2000, JobsPerSec: 1000}},
+				}},
 		},
 	}
 }
@@ -122,18 +131,67 @@ func TestWriteReadRoundTrip(t *testing.T) {
 func TestMarkdown(t *testing.T) {
 	md := sampleRecord().Markdown()
 	lines := strings.Split(strings.TrimSpace(md), "\n")
-	if len(lines) != 2+3 {
-		t.Fatalf("want a header, a separator and 3 rows, got:\n%s", md)
+	if len(lines) != 2+4+1+1+1+2+2 {
+		t.Fatalf("want a header, a separator, 4 rows, then the parts' line and table, got:\n%s", md)
+	}
+	if want := "| scenario | server | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s |"; !strings.HasPrefix(lines[0], want) {
+		t.Errorf("header %s, want it to lead with %s", lines[0], want)
 	}
 	wantRows := []string{
-		"| fg | switchyard | 30.0k | 2.00ms | 5.00ms | 8.00ms | 12.0ms | 12.5 | 2.90 | 2.00x jobs/s, 0.50x p99 |  |",
-		"| fg | gearmand | 15.0k | 4.00ms | 10.0ms | 12.0ms | 15.0ms | 11.0 | 3.90 |  |  |",
-		"| queue-1m | switchyard | 200k | - | - | - | - | 0.0 | 0.00 |  | **error**: drain: 10 of 20 jobs done \\| late drain 40.0k/s, drain 2.50 s, last10 vs first10 95%, rss full 42.2 MB |",
+		"| fg | switchyard | 31.3 | 40.5 | 62% | 30.0k | 2.00ms | 5.00ms | 8.00ms | 12.0ms | 12.5 | 2.90 | 2.00x jobs/s, 0.50x p99, 0.50x cpu/job |  |",
+		"| fg | gearmand | 62.5 | 41.0 | 31% | 15.0k | 4.00ms | 10.0ms | 12.0ms | 15.0ms | 11.0 | 3.90 |  |  |",
+		"| queue-1m | switchyard | - | - |  | 200k | - | - | - | - | 0.0 | 0.00 |  | **error**: drain: 10 of 20 jobs done \\| late drain 40.0k/s, drain 2.50 s, last10 vs first10 95%, rss full 42.2 MB |",
+		"| mixed | switchyard | 120 | 200 |  | 1.50k | - | - | - | - | 0.0 | 0.00 |  |  |",
+		"",
+		"`mixed` on switchyard, round 1: each load alone, then all at once",
+		"",
+		"| load | alone jobs/s | mixed jobs/s | mixed vs alone | alone p99 | mixed p99 | alone server CPU µs/job | alone load CPU µs/job |",
+		"|---|--:|--:|--:|--:|--:|--:|--:|",
+		"| gearman-fg | 2.00k | 500 | 25% | 900µs | 2.50ms | 25.0 | 30.0 |",
+		"| dwork | 0 | 1.00k |  | - | - | - | - |",
 	}
 	for i, want := range wantRows {
 		if lines[2+i] != want {
-			t.Errorf("row %d:\ngot  %s\nwant %s", i, lines[2+i], want)
+			t.Errorf("line %d:\ngot  %s\nwant %s", 2+i, lines[2+i], want)
 		}
+	}
+}
+
+func TestReadUpgradesSchema1(t *testing.T) {
+	// A schema 1 record kept CPU per job in Extra, for the scenarios that
+	// measured it; it must read as a current one does.
+	dir := t.TempDir()
+	old := `{"schema": 1, "time": "2026-11-23T12:53:41Z", "commit": "fab558e", "runs": [
+	  {"scenario": "periodic-run", "server": "switchyard", "round": 1, "jobs_per_s": 215000, "cpu_s": 10.7,
+	   "extra": {"cpu_us_per_job": 4.58, "load_cpu_us_per_job": 4.0, "submit_p99_ms": 1.89}},
+	  {"scenario": "controller-pulses", "server": "switchyard", "round": 1, "jobs_per_s": 1000,
+	   "extra": {"cpu_us_per_pulse": 12.5, "load_cpu_us_per_pulse": 30}},
+	  {"scenario": "fg", "server": "gearmand", "round": 1, "jobs_per_s": 15100, "cpu_s": 24}]}`
+	path := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Run{
+		{Scenario: "periodic-run", Server: "switchyard", Round: 1, JobsPerSec: 215000, CPUSeconds: 10.7,
+			ServerCPUPerJob: 4.58, LoadCPUPerJob: 4, Extra: map[string]float64{"submit_p99_ms": 1.89}},
+		{Scenario: "controller-pulses", Server: "switchyard", Round: 1, JobsPerSec: 1000, ServerCPUPerJob: 12.5, LoadCPUPerJob: 30},
+		{Scenario: "fg", Server: "gearmand", Round: 1, JobsPerSec: 15100, CPUSeconds: 24},
+	}
+	if got.Schema != SchemaVersion || !reflect.DeepEqual(got.Runs, want) {
+		t.Errorf("read schema %d, runs\n%+v\nwant schema %d, runs\n%+v", got.Schema, got.Runs, SchemaVersion, want)
+	}
+	// A current record's extras are left alone, whatever their names.
+	cur := sampleRecord()
+	cur.Runs[0].Extra = map[string]float64{"cpu_us_per_job": 1}
+	if path, err = cur.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Read(path); err != nil || got.Runs[0].Extra["cpu_us_per_job"] != 1 || got.Runs[0].ServerCPUPerJob != 31.3 {
+		t.Errorf("a schema %d record changed on reading: %+v, %v", SchemaVersion, got.Runs[0], err)
 	}
 }
 
@@ -152,9 +210,16 @@ func TestFormat(t *testing.T) {
 		{FormatRatio(0.314), "0.31x"},
 		{FormatRatio(12.46), "12.5x"},
 		{FormatRatio(140.2), "140x"},
-		{Compare(30000, 5000, 15000, 10000), "2.00x jobs/s, 0.50x p99"},
-		{Compare(30000, 0, 15000, 10000), "2.00x jobs/s"},
-		{Compare(30000, 5000, 0, 0), ""},
+		{Compare(Figures{30000, 5000, 0}, Figures{15000, 10000, 0}), "2.00x jobs/s, 0.50x p99"},
+		{Compare(Figures{30000, 0, 0}, Figures{15000, 10000, 0}), "2.00x jobs/s"},
+		{Compare(Figures{30000, 5000, 20}, Figures{0, 0, 40}), "0.50x cpu/job"},
+		{Compare(Figures{30000, 5000, 20}, Figures{15000, 10000, 0}), "2.00x jobs/s, 0.50x p99"},
+		{FormatCPU(0), "-"},
+		{FormatCPU(3.634), "3.63"},
+		{FormatCPU(1234.4), "1234"},
+		{FormatShare(0), ""},
+		{FormatShare(0.644), "64%"},
+		{FormatShare(1.2), "120%"},
 		{FormatExtra(map[string]float64{"idle_conns": 10000, "open_conns_s": 1.284, "rss_idle_mb": 20.61}), "idle conns 10000, open conns 1.28 s, rss idle 20.6 MB"},
 		{FormatExtra(nil), ""},
 	}
@@ -170,11 +235,31 @@ func TestLabelAndScenarios(t *testing.T) {
 	if got, want := rec.Label(), "2026-11-22 17:04 05b35ed-dirty (quick)"; got != want {
 		t.Errorf("Label() = %q, want %q", got, want)
 	}
-	if got := rec.Scenarios(); !reflect.DeepEqual(got, []string{"fg", "queue-1m"}) {
+	if got := rec.Scenarios(); !reflect.DeepEqual(got, []string{"fg", "queue-1m", "mixed"}) {
 		t.Errorf("Scenarios() = %q", got)
 	}
 	if rec.Find("fg", "gearmand", 1) == nil || rec.Find("fg", "gearmand", 2) != nil {
 		t.Error("Find does not match scenario, server and round")
+	}
+}
+
+func TestBusy(t *testing.T) {
+	tests := []struct {
+		cpus int
+		load []float64
+		want bool
+	}{
+		{2, nil, false},
+		{2, []float64{0.3, 1.5}, false},
+		{2, []float64{1.6, 0.2}, true},
+		{8, []float64{4, 5.9}, false},
+		{0, []float64{0.9}, true}, // CPUs unknown: one
+	}
+	for _, tt := range tests {
+		r := &Record{Machine: Machine{NumCPU: tt.cpus}, LoadAvg: tt.load}
+		if got := r.Busy(); got != tt.want {
+			t.Errorf("%d CPUs, load %v: Busy() = %v, want %v", tt.cpus, tt.load, got, tt.want)
+		}
 	}
 }
 
@@ -185,6 +270,14 @@ func TestMachineParsing(t *testing.T) {
 	}
 	if got := cpuModel(strings.NewReader("processor : 0\n")); got != "" {
 		t.Errorf("cpuModel without a model name = %q", got)
+	}
+	for in, want := range map[string]float64{"0.52 0.58 0.59 1/467 12345\n": 0.52, "12.75 3 1 2/3 4": 12.75, "": -1, "x 1 2": -1} {
+		if got := parseLoadAvg(in); got != want {
+			t.Errorf("parseLoadAvg(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if got := LoadAvg(); got < 0 {
+		t.Errorf("LoadAvg() = %v: /proc/loadavg unread", got)
 	}
 	meminfo := "MemTotal:       24683520 kB\nMemFree:        23968000 kB\n"
 	if got := memTotalMB(strings.NewReader(meminfo)); got != 24105 {

@@ -11,42 +11,103 @@ import (
 const Baseline = "gearmand"
 
 // Markdown renders the record's runs as a markdown table, one row per run,
-// in the order they ran. Runs of other servers carry their ratios to the
-// baseline run of the same scenario and round.
+// in the order they ran, led by what each job cost: the server's CPU, the
+// load generator's and, for the scenarios an echo process bounds, how near
+// the bound it came. Runs of other servers carry their ratios to the
+// baseline run of the same scenario and round. A run with parts (mixed)
+// is followed by a table of them.
 func (r *Record) Markdown() string {
 	var b strings.Builder
-	b.WriteString("| scenario | server | jobs/s | p50 | p99 | p99.9 | max | RSS MB | CPU s | vs gearmand | notes |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+	b.WriteString("| scenario | server | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s | p50 | p99 | p99.9 | max | RSS MB | CPU s | vs gearmand | notes |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
 	for _, run := range r.Runs {
 		vs := ""
 		if base := r.Find(run.Scenario, Baseline, run.Round); base != nil && run.Server != Baseline {
-			vs = Compare(run.JobsPerSec, float64(run.Latency.P99), base.JobsPerSec, float64(base.Latency.P99))
+			vs = Compare(FiguresOf(&run), FiguresOf(base))
 		}
 		notes := FormatExtra(run.Extra)
 		if run.Error != "" {
 			notes = strings.TrimSpace("**error**: " + oneLine(run.Error, 120) + " " + notes)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s |\n",
-			run.Scenario, run.Server, FormatRate(run.JobsPerSec),
-			FormatMicros(run.Latency.P50), FormatMicros(run.Latency.P99),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s |\n",
+			run.Scenario, run.Server, FormatCPU(run.ServerCPUPerJob), FormatCPU(run.LoadCPUPerJob), FormatShare(run.OfCeiling),
+			FormatRate(run.JobsPerSec), FormatMicros(run.Latency.P50), FormatMicros(run.Latency.P99),
 			FormatMicros(run.Latency.P999), FormatMicros(run.Latency.Max),
 			run.RSSMB, run.CPUSeconds, vs, notes)
+	}
+	for _, run := range r.Runs {
+		if len(run.Parts) > 0 {
+			b.WriteString("\n")
+			b.WriteString(run.PartsMarkdown())
+		}
 	}
 	return b.String()
 }
 
-// Compare says how a run does against the baseline's: throughput ratio
-// (higher is better) and p99 ratio (lower is better). A p99 of 0 means none
-// was measured.
-func Compare(jobsPerSec, p99, baseJobsPerSec, baseP99 float64) string {
-	var parts []string
-	if baseJobsPerSec > 0 {
-		parts = append(parts, FormatRatio(jobsPerSec/baseJobsPerSec)+" jobs/s")
+// PartsMarkdown renders a run's parts as a markdown table, led by a line
+// that names the run.
+func (run *Run) PartsMarkdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`%s` on %s, round %d: each load alone, then all at once\n\n", run.Scenario, run.Server, run.Round)
+	b.WriteString("| load | alone jobs/s | mixed jobs/s | mixed vs alone | alone p99 | mixed p99 | alone server CPU µs/job | alone load CPU µs/job |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, p := range run.Parts {
+		vs := ""
+		if p.Alone.JobsPerSec > 0 {
+			vs = FormatShare(p.Mixed.JobsPerSec / p.Alone.JobsPerSec)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", p.Name,
+			FormatRate(p.Alone.JobsPerSec), FormatRate(p.Mixed.JobsPerSec), vs,
+			FormatMicros(p.Alone.Latency.P99), FormatMicros(p.Mixed.Latency.P99),
+			FormatCPU(p.Alone.ServerCPUPerJob), FormatCPU(p.Alone.LoadCPUPerJob))
 	}
-	if baseP99 > 0 && p99 > 0 {
-		parts = append(parts, FormatRatio(p99/baseP99)+" p99")
+	return b.String()
+}
+
+// Figures are what Compare sets side by side.
+type Figures struct {
+	JobsPerSec      float64
+	P99             float64 // µs
+	ServerCPUPerJob float64 // µs
+}
+
+// FiguresOf returns a run's figures for Compare.
+func FiguresOf(run *Run) Figures {
+	return Figures{JobsPerSec: run.JobsPerSec, P99: float64(run.Latency.P99), ServerCPUPerJob: run.ServerCPUPerJob}
+}
+
+// Compare says how a run does against the baseline's: throughput ratio
+// (higher is better), p99 ratio and server CPU per job ratio (lower is
+// better). A figure of 0 means none was measured.
+func Compare(f, base Figures) string {
+	var parts []string
+	if base.JobsPerSec > 0 {
+		parts = append(parts, FormatRatio(f.JobsPerSec/base.JobsPerSec)+" jobs/s")
+	}
+	if base.P99 > 0 && f.P99 > 0 {
+		parts = append(parts, FormatRatio(f.P99/base.P99)+" p99")
+	}
+	if base.ServerCPUPerJob > 0 && f.ServerCPUPerJob > 0 {
+		parts = append(parts, FormatRatio(f.ServerCPUPerJob/base.ServerCPUPerJob)+" cpu/job")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// FormatCPU prints µs of CPU per job with three significant digits, "-"
+// for none measured.
+func FormatCPU(us float64) string {
+	if us <= 0 || math.IsNaN(us) || math.IsInf(us, 0) {
+		return "-"
+	}
+	return trimFloat(us)
+}
+
+// FormatShare prints a fraction as a whole percentage, "" for 0 (none).
+func FormatShare(x float64) string {
+	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return ""
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 // FormatRatio prints a ratio with two or three significant digits: 0.31x, 12.5x, 140x.

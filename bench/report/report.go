@@ -1,6 +1,7 @@
 // Package report turns the stored benchmark records into
 // bench/results/README.md (the latest table and the history as tables) and
-// bench/results/history.svg (throughput and p99 per scenario over runs).
+// bench/results/history.svg (throughput, p99 and the server's CPU per job,
+// per scenario over runs).
 package report
 
 import (
@@ -19,7 +20,12 @@ var serverOrder = []string{"switchyard", record.Baseline}
 type Point struct {
 	JobsPerSec float64
 	P99Micros  float64
-	Failed     bool // some round recorded an error
+	// ServerCPUPerJob, LoadCPUPerJob (µs) and OfCeiling are averaged over
+	// the rounds that have them; 0 when none has.
+	ServerCPUPerJob float64
+	LoadCPUPerJob   float64
+	OfCeiling       float64
+	Failed          bool // some round recorded an error
 }
 
 // Series is what the history shows: for each scenario and server, one
@@ -80,7 +86,7 @@ func (s *Series) Point(scenario, server string, i int) *Point {
 // average averages a scenario's rounds on one server.
 func average(rec *record.Record, scenario, server string) *Point {
 	var p Point
-	n := 0
+	var n, nServer, nLoad, nCeiling int
 	for _, run := range rec.Runs {
 		if run.Scenario != scenario || run.Server != server {
 			continue
@@ -89,9 +95,22 @@ func average(rec *record.Record, scenario, server string) *Point {
 		p.P99Micros += float64(run.Latency.P99)
 		p.Failed = p.Failed || run.Error != ""
 		n++
+		for _, f := range []struct {
+			sum   *float64
+			count *int
+			v     float64
+		}{{&p.ServerCPUPerJob, &nServer, run.ServerCPUPerJob}, {&p.LoadCPUPerJob, &nLoad, run.LoadCPUPerJob}, {&p.OfCeiling, &nCeiling, run.OfCeiling}} {
+			if f.v > 0 {
+				*f.sum += f.v
+				*f.count++
+			}
+		}
 	}
 	p.JobsPerSec /= float64(n)
 	p.P99Micros /= float64(n)
+	p.ServerCPUPerJob /= float64(max(nServer, 1))
+	p.LoadCPUPerJob /= float64(max(nLoad, 1))
+	p.OfCeiling /= float64(max(nCeiling, 1))
 	return &p
 }
 
@@ -122,6 +141,12 @@ func Markdown(s *Series) string {
 		"The `memodb` scenario speaks the MemoDB broker protocol (`shared/specs/memodb.md`) over NNG and runs against " +
 		"switchyard alone as well, started with `--memodb-listen` on a loopback port: memodb-broker is gone from bcdb and " +
 		"packaged nowhere. Its clients and workers are mangos REQ sockets in the load process, many contexts on each socket. " +
+		"The `mixed` scenario runs all of those loads against one switchyard with every listener on (each TCP one on a loopback " +
+		"address of its own: Periodic 127.0.0.2, dwork 127.0.0.3, MemoDB 127.0.0.4): Gearman foreground jobs, Gearman background " +
+		"jobs with workers running them, Periodic, Worker–Controller, dwork (one wide DAG after another) and MemoDB, each small and " +
+		"alike (2 clients with 8 jobs in flight each, or their like), first each alone for the duration, then all at once; its jobs/s " +
+		"is their sum at once, and the table under the latest run's gives each load's jobs/s and p99 alone and at once: every " +
+		"protocol feeds the same scheduler shards, and one whose share fell far below the others' would be starved by them. " +
 		"`bin/switchyard-bench --list` describes the scenarios and `--help` their parameters.\n\n")
 	if len(s.Records) == 0 {
 		b.WriteString("No results yet.\n")
@@ -131,6 +156,17 @@ func Markdown(s *Series) string {
 	fmt.Fprintf(&b, "## Latest run: %s\n\n", latest.Label())
 	m := latest.Machine
 	fmt.Fprintf(&b, "Machine: %d CPUs, %s, %d MB, Linux %s, %s.  \n", m.NumCPU, m.CPUModel, m.MemoryMB, m.Kernel, m.GoVersion)
+	if len(latest.LoadAvg) > 0 {
+		loads := make([]string, len(latest.LoadAvg))
+		for i, l := range latest.LoadAvg {
+			loads[i] = fmt.Sprintf("%.2f", l)
+		}
+		fmt.Fprintf(&b, "Load average (1 min) at the start and the end: %s", strings.Join(loads, ", "))
+		if latest.Busy() {
+			b.WriteString(": **taken under load**, other work shared the CPUs, so the figures are lower and noisier than on a quiet machine")
+		}
+		b.WriteString(".  \n")
+	}
 	for _, srv := range latest.Servers {
 		fmt.Fprintf(&b, "%s: %s.  \n", srv.Name, srv.Version)
 	}
@@ -152,17 +188,41 @@ func Markdown(s *Series) string {
 		"server's RSS with the DAG created and not yet run (`rss created`), less its idle RSS, over the tasks " +
 		"(`rss bytes per task`); their RSS column comes after the run, when the server still remembers every task that " +
 		"ended (for an hour). " +
-		"RSS is the server's at the end of the load, " +
-		"CPU s the server's user+system time during the scenario; `cpu us per job` and `load cpu us per job` " +
-		"in the notes are the server's and the load generator's CPU per job over the part of the run that did the jobs.\n\n")
+		"Each row leads with what a job cost: `server CPU µs/job` is the server process's user+system time (from /proc/PID/stat, " +
+		"gearmand's as switchyard's, the echo process's for `ceiling`) and `load CPU µs/job` the load generator's own (getrusage), " +
+		"both over the stretch whose jobs jobs/s counts: the measured window of the scenarios that run for a time (after the " +
+		"warm-up), the fill of `bg` and `queue-1m` (their drain's are in the notes, `drain cpu us per job`), the run of the " +
+		"others; `controller-pulses` counts per pulse. On a 2-core machine the two compete: a load generator that costs more " +
+		"per job than the server leaves it less of the machine. `of ceiling` is jobs/s over that of the echo scenario run in the " +
+		"same record, `ceiling`'s for `fg` and `conns-10k` (4 workers, each job a worker's round trip), `ceiling-sync`'s for " +
+		"`fg-sync` (one job at a time, several round trips one after the other, so well below 100% even for a perfect server). " +
+		"RSS is the server's at the end of the load, CPU s the server's user+system time during the whole scenario; `vs gearmand` " +
+		"sets switchyard's jobs/s, p99 and server CPU per job against gearmand's.\n\n")
 
-	b.WriteString("## History\n\n![jobs/s and p99 per scenario over runs](history.svg)\n\n")
+	b.WriteString("## History\n\n![jobs/s, p99 and server CPU per job per scenario over runs](history.svg)\n\n")
 	for _, sc := range s.Scenarios {
+		// The servers that ran it, and the ceiling column if any run has one.
+		var servers []string
+		ceiling := false
+		for _, srv := range s.Servers {
+			for i := range s.Records {
+				if p := s.Point(sc, srv, i); p != nil {
+					if !slices.Contains(servers, srv) {
+						servers = append(servers, srv)
+					}
+					ceiling = ceiling || p.OfCeiling > 0
+				}
+			}
+		}
 		header := []string{"run"}
 		align := []string{"---"}
-		for _, srv := range s.Servers {
-			header = append(header, srv+" jobs/s", srv+" p99")
-			align = append(align, "--:", "--:")
+		for _, srv := range servers {
+			header = append(header, srv+" CPU µs/job", srv+" jobs/s", srv+" p99")
+			align = append(align, "--:", "--:", "--:")
+			if ceiling {
+				header = append(header, srv+" of ceiling")
+				align = append(align, "--:")
+			}
 		}
 		fmt.Fprintf(&b, "### %s\n\n", sc)
 		writeRow(&b, append(header, "vs gearmand"))
@@ -170,10 +230,13 @@ func Markdown(s *Series) string {
 		for i := len(s.Records) - 1; i >= 0; i-- {
 			row := []string{s.Records[i].Label()}
 			found := false
-			for _, srv := range s.Servers {
+			for _, srv := range servers {
 				p := s.Point(sc, srv, i)
 				if p == nil {
-					row = append(row, "", "")
+					row = append(row, "", "", "")
+					if ceiling {
+						row = append(row, "")
+					}
 					continue
 				}
 				found = true
@@ -181,7 +244,10 @@ func Markdown(s *Series) string {
 				if p.Failed {
 					rate += " (error)"
 				}
-				row = append(row, rate, record.FormatMicros(int64(p.P99Micros)))
+				row = append(row, record.FormatCPU(p.ServerCPUPerJob), rate, record.FormatMicros(int64(p.P99Micros)))
+				if ceiling {
+					row = append(row, record.FormatShare(p.OfCeiling))
+				}
 			}
 			if found { // a record that skipped the scenario gets no row
 				writeRow(&b, append(row, compare(s.Point(sc, "switchyard", i), s.Point(sc, record.Baseline, i))))
@@ -200,5 +266,9 @@ func compare(p, base *Point) string {
 	if p == nil || base == nil {
 		return ""
 	}
-	return record.Compare(p.JobsPerSec, p.P99Micros, base.JobsPerSec, base.P99Micros)
+	return record.Compare(p.figures(), base.figures())
+}
+
+func (p *Point) figures() record.Figures {
+	return record.Figures{JobsPerSec: p.JobsPerSec, P99: p.P99Micros, ServerCPUPerJob: p.ServerCPUPerJob}
 }

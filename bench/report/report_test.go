@@ -23,10 +23,10 @@ func loadFixtures(t *testing.T) *Series {
 
 func TestCollect(t *testing.T) {
 	s := loadFixtures(t)
-	if got := strings.Join(s.Scenarios, ","); got != "fg,queue-1m,conns-10k" {
+	if got := strings.Join(s.Scenarios, ","); got != "fg,queue-1m,ceiling,conns-10k,mixed" {
 		t.Errorf("scenarios %s", got)
 	}
-	if got := strings.Join(s.Servers, ","); got != "switchyard,gearmand" {
+	if got := strings.Join(s.Servers, ","); got != "switchyard,gearmand,echo" {
 		t.Errorf("servers %s", got)
 	}
 	tests := []struct {
@@ -34,10 +34,13 @@ func TestCollect(t *testing.T) {
 		record           int
 		want             *Point
 	}{
-		{"fg", "switchyard", 0, &Point{JobsPerSec: 31000, P99Micros: 6000}}, // two rounds averaged
-		{"fg", "gearmand", 0, &Point{JobsPerSec: 14500, P99Micros: 10000}},
+		// Two rounds averaged; CPU per job (in a schema 1 record's extras)
+		// over the rounds that have it.
+		{"fg", "switchyard", 0, &Point{JobsPerSec: 31000, P99Micros: 6000, ServerCPUPerJob: 30, LoadCPUPerJob: 41}},
+		{"fg", "gearmand", 0, &Point{JobsPerSec: 14500, P99Micros: 10000, ServerCPUPerJob: 62}},
 		{"queue-1m", "gearmand", 0, &Point{JobsPerSec: 90000, P99Micros: 9000, Failed: true}},
-		{"fg", "switchyard", 1, &Point{JobsPerSec: 45000, P99Micros: 4000}},
+		{"fg", "switchyard", 1, &Point{JobsPerSec: 45000, P99Micros: 4000, ServerCPUPerJob: 25, LoadCPUPerJob: 40, OfCeiling: 0.9}},
+		{"mixed", "switchyard", 1, &Point{JobsPerSec: 15000, ServerCPUPerJob: 120, LoadCPUPerJob: 200}},
 		{"fg", "gearmand", 1, nil},
 		{"conns-10k", "switchyard", 0, nil},
 	}
@@ -54,14 +57,21 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## Latest run: 2026-11-02 10:00 2222222-dirty (quick)",
 		"Command: `bin/switchyard-bench --quick --gearmand none`",
-		"| conns-10k | switchyard | 20.0k |",
-		"![jobs/s and p99 per scenario over runs](history.svg)",
-		"### fg\n\n| run | switchyard jobs/s | switchyard p99 | gearmand jobs/s | gearmand p99 | vs gearmand |",
+		"Load average (1 min) at the start and the end: 0.40, 7.25: **taken under load**",
+		"| conns-10k | switchyard | - | - |  | 20.0k |",
+		"| fg | switchyard | 25.0 | 40.0 | 90% | 45.0k |",
+		"| memodb | 15.0k | 10.0k | 67% | 1.20ms | 3.00ms | 40.0 | 90.0 |",
+		"![jobs/s, p99 and server CPU per job per scenario over runs](history.svg)",
+		"### fg\n\n| run | switchyard CPU µs/job | switchyard jobs/s | switchyard p99 | switchyard of ceiling | " +
+			"gearmand CPU µs/job | gearmand jobs/s | gearmand p99 | gearmand of ceiling | vs gearmand |",
 		// newest first; the quick run has no gearmand
-		"| 2026-11-02 10:00 2222222-dirty (quick) | 45.0k | 4.00ms |  |  |  |\n| 2026-11-01 10:00 1111111 | 31.0k | 6.00ms | 14.5k | 10.0ms | 2.14x jobs/s, 0.60x p99 |",
-		"### queue-1m\n\n| run | switchyard jobs/s | switchyard p99 | gearmand jobs/s | gearmand p99 | vs gearmand |\n" +
-			"| --- | --: | --: | --: | --: | --- |\n" +
-			"| 2026-11-01 10:00 1111111 | 200k | 5.00ms | 90.0k (error) | 9.00ms | 2.22x jobs/s, 0.56x p99 |\n\n",
+		"| 2026-11-02 10:00 2222222-dirty (quick) | 25.0 | 45.0k | 4.00ms | 90% |  |  |  |  |  |\n" +
+			"| 2026-11-01 10:00 1111111 | 30.0 | 31.0k | 6.00ms |  | 62.0 | 14.5k | 10.0ms |  | 2.14x jobs/s, 0.60x p99, 0.48x cpu/job |",
+		// No ceiling column where no run has one, no column of a server that never ran it.
+		"### queue-1m\n\n| run | switchyard CPU µs/job | switchyard jobs/s | switchyard p99 | gearmand CPU µs/job | gearmand jobs/s | gearmand p99 | vs gearmand |\n" +
+			"| --- | --: | --: | --: | --: | --: | --: | --- |\n" +
+			"| 2026-11-01 10:00 1111111 | - | 200k | 5.00ms | - | 90.0k (error) | 9.00ms | 2.22x jobs/s, 0.56x p99 |\n\n",
+		"### conns-10k\n\n| run | switchyard CPU µs/job | switchyard jobs/s | switchyard p99 | vs gearmand |\n",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("README lacks %q:\n%s", want, md)
@@ -89,15 +99,19 @@ func TestSVG(t *testing.T) {
 			counts[el.Name.Local]++
 		}
 	}
-	// Points: fg has 2+1 per metric, queue-1m 1+1, conns-10k 1; times 2 metrics.
-	if got, want := counts["circle"], 2*(3+2+1)+len(Collect(nil).Servers)+3; got != want {
-		t.Errorf("%d circles, want %d (points plus legend)", got, want)
+	// Points of jobs/s and of p99: fg has 2+1, queue-1m 1+1, ceiling,
+	// conns-10k and mixed 1 each. Of server CPU per job, only the runs that
+	// measured it: fg's 2+1, ceiling's and mixed's.
+	if got, want := counts["circle"], 2*(3+2+1+1+1)+(3+1+1)+3+1; got != want {
+		t.Errorf("%d circles, want %d (points plus legend: 3 servers and quick)", got, want)
 	}
-	// Lines join consecutive points of a server: only switchyard's fg has two.
-	if got := counts["polyline"]; got != 2 {
-		t.Errorf("%d polylines, want 2", got)
+	// Lines join consecutive points of a server: only switchyard's fg has
+	// two, in each of the 3 panels.
+	if got := counts["polyline"]; got != 3 {
+		t.Errorf("%d polylines, want 3", got)
 	}
-	for _, want := range []string{`fill="white"`, "<title>2026-11-01 10:00 1111111 gearmand: 90.0k (error)</title>", ">queue-1m<"} {
+	for _, want := range []string{`fill="white"`, "<title>2026-11-01 10:00 1111111 gearmand: 90.0k (error)</title>", ">queue-1m<",
+		"<title>2026-11-01 10:00 1111111 gearmand: 62.0</title>", "server CPU µs/job (lower is better)"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}

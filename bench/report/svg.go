@@ -47,13 +47,19 @@ func colorOf(servers []string, name string) string {
 // metric is one panel's figure.
 type metric struct {
 	title  string
-	value  func(*Point) float64
+	value  func(*Point) (v float64, ok bool) // ok false: not measured, no point
 	format func(float64) string
 }
 
 var metrics = []metric{
-	{"jobs/s (higher is better)", func(p *Point) float64 { return p.JobsPerSec }, record.FormatRate},
-	{"p99 latency (lower is better)", func(p *Point) float64 { return p.P99Micros }, func(v float64) string {
+	{"server CPU µs/job (lower is better)", func(p *Point) (float64, bool) { return p.ServerCPUPerJob, p.ServerCPUPerJob > 0 }, func(v float64) string {
+		if v == 0 {
+			return "0"
+		}
+		return record.FormatCPU(v)
+	}},
+	{"jobs/s (higher is better)", func(p *Point) (float64, bool) { return p.JobsPerSec, true }, record.FormatRate},
+	{"p99 latency (lower is better)", func(p *Point) (float64, bool) { return p.P99Micros, true }, func(v float64) string {
 		if v == 0 {
 			return "0"
 		}
@@ -61,8 +67,22 @@ var metrics = []metric{
 	}},
 }
 
-// SVG draws, for each scenario, one panel for jobs/s and one for p99, with
-// one line per server across the records. Quick runs are hollow points.
+// point returns scenario's point on server in record i for m, or nil.
+func (m metric) point(s *Series, scenario, server string, i int) (*Point, float64) {
+	p := s.Point(scenario, server, i)
+	if p == nil {
+		return nil, 0
+	}
+	v, ok := m.value(p)
+	if !ok {
+		return nil, 0
+	}
+	return p, v
+}
+
+// SVG draws, for each scenario, one panel each for the server's CPU per
+// job, jobs/s and p99, with one line per server across the records. Quick
+// runs are hollow points.
 func SVG(s *Series) string {
 	width := len(metrics) * cellW
 	height := headerH + max(len(s.Scenarios), 1)*cellH
@@ -99,8 +119,8 @@ func panel(b *strings.Builder, s *Series, scenario string, m metric, left, top i
 	yMax := 0.0
 	for _, srv := range s.Servers {
 		for i := range s.Records {
-			if p := s.Point(scenario, srv, i); p != nil {
-				yMax = math.Max(yMax, m.value(p))
+			if p, v := m.point(s, scenario, srv, i); p != nil {
+				yMax = math.Max(yMax, v)
 			}
 		}
 	}
@@ -143,16 +163,16 @@ func panel(b *strings.Builder, s *Series, scenario string, m metric, left, top i
 			line = line[:0]
 		}
 		for i := range s.Records {
-			p := s.Point(scenario, srv, i)
+			p, v := m.point(s, scenario, srv, i)
 			if p == nil {
 				flush()
 				continue
 			}
-			line = append(line, fmt.Sprintf("%.1f,%.1f", xOf(i), yOf(m.value(p))))
+			line = append(line, fmt.Sprintf("%.1f,%.1f", xOf(i), yOf(v)))
 		}
 		flush()
 		for i, rec := range s.Records {
-			p := s.Point(scenario, srv, i)
+			p, v := m.point(s, scenario, srv, i)
 			if p == nil {
 				continue
 			}
@@ -165,7 +185,7 @@ func panel(b *strings.Builder, s *Series, scenario string, m metric, left, top i
 				note = " (error)"
 			}
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s" stroke="%s"><title>%s %s: %s%s</title></circle>`+"\n",
-				xOf(i), yOf(m.value(p)), fill, c, esc(rec.Label()), esc(srv), esc(m.format(m.value(p))), note)
+				xOf(i), yOf(v), fill, c, esc(rec.Label()), esc(srv), esc(m.format(v)), note)
 		}
 	}
 }

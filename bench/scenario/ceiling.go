@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"switchyard/bench/ceiling"
+	"switchyard/bench/load"
 	"switchyard/bench/record"
 )
 
@@ -37,7 +38,10 @@ var ceilingSync = &Scenario{
 
 func runCeiling(ctx context.Context, t Target, p Params, out *record.Run) error {
 	measureFrom := time.Now().Add(p.Warmup)
-	res, err := ceiling.Run(ctx, t.Addr, p.Clients, p.Payload, measureFrom, measureFrom.Add(p.Duration))
+	ph := &load.Phase{Start: measureFrom, End: measureFrom.Add(p.Duration)}
+	cpu := meterPhase(t, ph) // the echo process's CPU: the server's side of a round trip
+	res, err := ceiling.Run(ctx, t.Addr, p.Clients, p.Payload, ph.Start, ph.End)
+	cpu.perJob(out, res.RoundTrips)
 	out.Jobs = res.RoundTrips
 	out.Seconds = res.Window.Seconds()
 	out.JobsPerSec = float64(res.RoundTrips) / res.Window.Seconds()

@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"switchyard/bench/harness"
 	"switchyard/bench/load"
 	"switchyard/bench/record"
 )
@@ -105,12 +104,12 @@ func runController(ctx context.Context, t Target, p Params, out *record.Run) err
 	if err != nil {
 		return err
 	}
-	cpu := startCPU(t)
 	start := time.Now().Add(p.Warmup)
 	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: grace}
+	cpu := meterPhase(t, ph)
 	client := load.Client{Addr: t.Addr, Function: controllerFunction, Payload: payloadOf(p.Payload), InFlight: p.InFlight}
 	res := runClients(ctx, p.Clients, client, ph)
-	cpu.perJob(out, res.finished)
+	cpu.perJob(out, res.measured)
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS) // under load, before the workers go
 	}
@@ -154,52 +153,33 @@ func runControllerPulses(ctx context.Context, t Target, p Params, out *record.Ru
 	start := time.Now().Add(p.Warmup)
 	ph := &load.Phase{Start: start, End: start.Add(p.Duration)}
 	pool.Measure(ph)
+	cpu := meterPhase(t, ph)
 	var errs []error
-	sleepUntil := func(at time.Time) bool {
-		select {
-		case <-time.After(time.Until(at)):
-			return true
-		case <-ctx.Done():
-			errs = append(errs, ctx.Err())
-			return false
-		}
+	select {
+	case <-time.After(time.Until(ph.End)):
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
 	}
-	// The server's and this process's use over the measured time.
-	var u0, u1 harness.Usage
-	var load0, load1 time.Duration
-	measured := false
-	if sleepUntil(ph.Start) {
-		u0, err = t.Usage()
-		load0 = selfCPU()
-		if err == nil && sleepUntil(ph.End) {
-			u1, err = t.Usage()
-			load1 = selfCPU()
-			measured = err == nil
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
+	u, uerr := t.Usage() // every worker still registered
 	wres, werr := pool.Stop()
-	errs = append(errs, werr)
+	errs = append(errs, uerr, werr)
+	// A pulse is this scenario's job.
+	cpu.perJob(out, wres.Measured)
 
 	out.Jobs = wres.Measured
 	out.Seconds = p.Duration.Seconds()
 	out.JobsPerSec = float64(wres.Measured) / p.Duration.Seconds()
 	out.Latency = record.Summarize(wres.PulseLatency)
 	controllerExtras(out, wres)
-	if measured {
-		cpu := u1.CPU - u0.CPU
-		setExtra(out, "cpu_ms_per_sec", float64(cpu.Microseconds())/1e3/p.Duration.Seconds())
-		out.RSSMB = megabytes(u1.RSS)
-		if wres.Measured > 0 {
-			setExtra(out, "cpu_us_per_pulse", float64(cpu.Microseconds())/float64(wres.Measured))
-			setExtra(out, "load_cpu_us_per_pulse", float64((load1-load0).Microseconds())/float64(wres.Measured))
-		}
+	if out.ServerCPUPerJob > 0 {
+		setExtra(out, "cpu_ms_per_sec", out.ServerCPUPerJob*float64(wres.Measured)/1e3/p.Duration.Seconds())
+	}
+	if uerr == nil {
+		out.RSSMB = megabytes(u.RSS)
 		if idleErr == nil {
 			setExtra(out, "rss_idle_mb", megabytes(idle.RSS))
 			if wres.Registered > 0 {
-				setExtra(out, "rss_bytes_per_worker", float64(u1.RSS-idle.RSS)/float64(wres.Registered))
+				setExtra(out, "rss_bytes_per_worker", float64(u.RSS-idle.RSS)/float64(wres.Registered))
 			}
 		}
 	}

@@ -25,7 +25,10 @@ var fg = &Scenario{
 	Uses:  fgUses,
 	Full:  Params{Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 20 * time.Second, Warmup: time.Second},
 	Quick: Params{Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
-	run:   foreground,
+	// Each job costs one of the 4 workers a round trip (GRAB_JOB,
+	// JOB_ASSIGN), as ceiling's 4 connections do.
+	Ceiling: "ceiling",
+	run:     foreground,
 }
 
 var fgSync = &Scenario{
@@ -34,7 +37,11 @@ var fgSync = &Scenario{
 	Uses:  fgUses,
 	Full:  Params{Clients: 1, Workers: 1, InFlight: 1, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
 	Quick: Params{Clients: 1, Workers: 1, InFlight: 1, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
-	run:   foreground,
+	// A job is several round trips one after the other (submit, the
+	// sleeping worker's NOOP, GRAB_JOB, JOB_ASSIGN, WORK_COMPLETE), each
+	// bounded by ceiling-sync's on one connection.
+	Ceiling: "ceiling-sync",
+	run:     foreground,
 }
 
 var fgMany = &Scenario{
@@ -56,12 +63,13 @@ var payload1M = &Scenario{
 }
 
 var conns10K = &Scenario{
-	Name:  "conns-10k",
-	About: "fg while 10,000 idle connections are held open",
-	Uses:  append([]string{"conns"}, fgUses...),
-	Full:  Params{Conns: 10_000, Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
-	Quick: Params{Conns: 10_000, Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
-	run:   runConns,
+	Name:    "conns-10k",
+	About:   "fg while 10,000 idle connections are held open",
+	Uses:    append([]string{"conns"}, fgUses...),
+	Full:    Params{Conns: 10_000, Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
+	Quick:   Params{Conns: 10_000, Clients: 4, Workers: 4, InFlight: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	Ceiling: "ceiling", // as fg
+	run:     runConns,
 }
 
 var bgUses = []string{"clients", "inflight", "payload", "duration", "jobs", "workers", "grab", "timeout"}
@@ -124,18 +132,19 @@ type workerPool struct {
 	errs   []error
 }
 
-// startWorkers starts n workers for function; jobs, when set, is counted
-// down per job done.
-func startWorkers(ctx context.Context, addr, function string, p Params, jobs *load.Countdown) *workerPool {
+// startWorkers starts p.Workers workers of function with p.Grab GRAB_JOBs
+// each; w gives the other fields of each (Jobs, Pool).
+func startWorkers(ctx context.Context, addr, function string, p Params, w load.Worker) *workerPool {
 	ctx, cancel := context.WithCancel(ctx)
 	pool := &workerPool{cancel: cancel}
 	pool.ready.Add(p.Workers)
 	for range p.Workers {
 		var once sync.Once
 		ready := func() { once.Do(pool.ready.Done) }
-		w := &load.Worker{Addr: addr, Function: function, Grab: p.Grab, Jobs: jobs, Ready: ready}
+		wk := w
+		wk.Addr, wk.Function, wk.Grab, wk.Ready = addr, function, p.Grab, ready
 		pool.done.Go(func() {
-			res, err := w.Run(ctx)
+			res, err := wk.Run(ctx)
 			ready() // a worker that failed is not waited for
 			pool.mu.Lock()
 			pool.jobs += res.Jobs
@@ -223,15 +232,17 @@ func firstErrors(errs []error) []error {
 // time and fills out's throughput and latency.
 func foreground(ctx context.Context, t Target, p Params, out *record.Run) error {
 	const function = "bench-fg"
-	workers := startWorkers(ctx, t.Addr, function, p, nil)
+	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{})
 	if err := workers.waitReady(ctx); err != nil {
 		_, werr := workers.stop()
 		return errors.Join(err, werr)
 	}
 	start := time.Now().Add(p.Warmup)
 	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: grace}
+	cpu := meterPhase(t, ph)
 	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), InFlight: p.InFlight}
 	res := runClients(ctx, p.Clients, client, ph)
+	cpu.perJob(out, res.measured)
 	// RSS under load, before the workers go.
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
@@ -272,27 +283,33 @@ func runConns(ctx context.Context, t Target, p Params, out *record.Run) error {
 
 // fill submits background jobs until the phase ends and returns how many
 // the server acknowledged and how long that took.
-func fill(ctx context.Context, t Target, p Params, function string, ph *load.Phase) (clientsResult, time.Duration) {
+func fill(ctx context.Context, t Target, p Params, function string, ph *load.Phase, out *record.Run) (clientsResult, time.Duration) {
 	begin := time.Now()
+	cpu := startCPU(t)
 	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), InFlight: p.InFlight, Background: true}
 	res := runClients(ctx, p.Clients, client, ph)
-	return res, time.Since(begin)
+	took := time.Since(begin)
+	cpu.perJob(out, res.finished)
+	return res, took
 }
 
 // drain runs workers until they have done want jobs or the timeout passes,
-// and returns how many they did and how long it took.
-func drain(ctx context.Context, t Target, p Params, function string, want int64) (int64, time.Duration, error) {
+// and returns how many they did and how long it took; its CPU per job goes
+// in out's extras.
+func drain(ctx context.Context, t Target, p Params, function string, want int64, out *record.Run) (int64, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	begin := time.Now()
 	var end time.Time
+	cpu := startCPU(t)
 	countdown := load.NewCountdown(want, func() { end = time.Now(); cancel() })
-	workers := startWorkers(ctx, t.Addr, function, p, countdown)
+	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{Jobs: countdown})
 	select {
 	case <-ctx.Done():
 	case <-workers.exited(): // all failed
 	}
 	done, err := workers.stop()
+	cpu.perJobExtra(out, "drain_", done)
 	if end.IsZero() {
 		end = time.Now()
 		err = errors.Join(err, fmt.Errorf("drain: %d of %d jobs done after %v", done, want, p.Timeout))
@@ -305,7 +322,7 @@ func runBackground(ctx context.Context, t Target, p Params, out *record.Run) err
 	const function = "bench-bg"
 	begin := time.Now()
 	ph := &load.Phase{Start: begin, End: begin.Add(p.Duration), Budget: load.NewBudget(int64(p.Jobs)), Grace: grace}
-	res, took := fill(ctx, t, p, function, ph)
+	res, took := fill(ctx, t, p, function, ph, out)
 	out.Jobs = res.finished
 	out.Seconds = took.Seconds()
 	out.JobsPerSec = float64(res.finished) / took.Seconds()
@@ -316,7 +333,7 @@ func runBackground(ctx context.Context, t Target, p Params, out *record.Run) err
 	if res.err != nil {
 		return res.err
 	}
-	done, drainTook, err := drain(ctx, t, p, function, res.finished)
+	done, drainTook, err := drain(ctx, t, p, function, res.finished, out)
 	setExtra(out, "drain_jobs_per_s", float64(done)/drainTook.Seconds())
 	setExtra(out, "drain_s", drainTook.Seconds())
 	return err
@@ -329,7 +346,7 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 	defer cancel()
 	progress := load.NewProgress(int64(p.Jobs))
 	ph := &load.Phase{Start: time.Now(), Budget: load.NewBudget(int64(p.Jobs)), Progress: progress, Grace: grace}
-	res, took := fill(fillCtx, t, p, function, ph)
+	res, took := fill(fillCtx, t, p, function, ph, out)
 	cancel()
 	out.Jobs = res.finished
 	out.Seconds = took.Seconds()
@@ -370,7 +387,7 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 				errs = append(errs, fmt.Errorf("after the kill and restart, %d of the %d jobs acknowledged are queued", want, res.finished))
 			}
 		}
-		done, drainTook, err := drain(ctx, t, p, function, want)
+		done, drainTook, err := drain(ctx, t, p, function, want, out)
 		setExtra(out, "drain_jobs_per_s", float64(done)/drainTook.Seconds())
 		setExtra(out, "drain_s", drainTook.Seconds())
 		if err != nil {

@@ -51,7 +51,7 @@ func runHTTP(ctx context.Context, t Target, p Params, out *record.Run, backgroun
 		return errors.New("the server has no HTTP listener")
 	}
 	function := "bench-" + out.Scenario
-	workers := startWorkers(ctx, t.Addr, function, p, nil)
+	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{})
 	if err := workers.waitReady(ctx); err != nil {
 		_, werr := workers.stop()
 		return errors.Join(err, werr)

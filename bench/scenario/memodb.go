@@ -33,9 +33,9 @@ func runMemodb(ctx context.Context, t Target, p Params, out *record.Run) error {
 	if t.MemodbURL == "" {
 		return errors.New("the server has no MemoDB listener")
 	}
-	cpu := startCPU(t)
 	start := time.Now().Add(p.Warmup)
 	ph := &load.Phase{Start: start, End: start.Add(p.Duration)}
+	cpu := meterPhase(t, ph)
 	var rss float64
 	sample := time.AfterFunc(time.Until(ph.End)-p.Duration/10, func() { // RSS under load, near its end
 		if u, err := t.Usage(); err == nil {
@@ -48,7 +48,7 @@ func runMemodb(ctx context.Context, t Target, p Params, out *record.Run) error {
 		Payload: payloadOf(p.Payload), TimeoutMS: 60_000,
 	}, ph)
 	sample.Stop()
-	cpu.perJob(out, res.Finished)
+	cpu.perJob(out, res.Measured)
 	out.RSSMB = rss
 	out.Jobs = res.Measured
 	out.Seconds = p.Duration.Seconds()

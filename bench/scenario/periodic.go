@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"switchyard/bench/harness"
 	"switchyard/bench/load"
 	"switchyard/bench/record"
 )
@@ -63,34 +62,6 @@ var periodicDelayed1M = &Scenario{
 	Full:     Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Delay: time.Hour, Timeout: 180 * time.Second},
 	Quick:    Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Delay: time.Hour, Timeout: 60 * time.Second},
 	run:      runPeriodicDelayed,
-}
-
-// cpuMeter measures the server's and the load generator's CPU over one
-// stretch of a scenario, to give both per job.
-type cpuMeter struct {
-	t          Target
-	server     harness.Usage
-	serverErr  error
-	loadBefore time.Duration
-}
-
-func startCPU(t Target) *cpuMeter {
-	m := &cpuMeter{t: t, loadBefore: selfCPU()}
-	m.server, m.serverErr = t.Usage()
-	return m
-}
-
-// perJob records µs of CPU per job since startCPU, server and load side.
-func (m *cpuMeter) perJob(out *record.Run, jobs int64) {
-	load := selfCPU() - m.loadBefore
-	after, err := m.t.Usage()
-	if jobs <= 0 {
-		return
-	}
-	if m.serverErr == nil && err == nil {
-		setExtra(out, "cpu_us_per_job", float64((after.CPU-m.server.CPU).Microseconds())/float64(jobs))
-	}
-	setExtra(out, "load_cpu_us_per_job", float64(load.Microseconds())/float64(jobs))
 }
 
 // periodicClients runs n Periodic clients in one phase and sums their
@@ -247,19 +218,15 @@ func runPeriodicRun(ctx context.Context, t Target, p Params, out *record.Run) er
 		_, werr := workers.stop()
 		return errors.Join(err, werr)
 	}
-	cpu := startCPU(t)
+	cpu := meterPhase(t, ph)
 	client := load.PeriodicClient{Addr: t.PeriodicAddr, Function: function, Payload: p.Payload, InFlight: p.InFlight, Pool: tokens}
 	res := periodicClients(ctx, p.Clients, client, ph)
-	// Every job submitted should reach a worker: its token comes back.
-	for deadline := time.Now().Add(grace); tokens.InUse() > 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(10 * time.Millisecond) // end of run, not a measurement
-	}
-	unassigned := tokens.InUse()
+	unassigned := waitTokens(ctx, tokens)
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS) // under load, before the workers go
 	}
 	wres, werr := workers.stop()
-	cpu.perJob(out, wres.Jobs)
+	cpu.perJob(out, wres.Measured)
 
 	out.Jobs = wres.Measured
 	out.Seconds = p.Duration.Seconds()
@@ -278,6 +245,15 @@ func runPeriodicRun(ctx context.Context, t Target, p Params, out *record.Run) er
 		errs = append(errs, errors.New("no job assigned in the measured time"))
 	}
 	return errors.Join(errs...)
+}
+
+// waitTokens waits up to grace for every job submitted under tokens to
+// reach a worker (its token comes back) and returns how many have not.
+func waitTokens(ctx context.Context, tokens *load.Pool) int {
+	for deadline := time.Now().Add(grace); tokens.InUse() > 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(10 * time.Millisecond) // end of run, not a measurement
+	}
+	return tokens.InUse()
 }
 
 // wholeSeconds converts a delay to sched_at's unit.

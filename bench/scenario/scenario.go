@@ -65,13 +65,27 @@ type Scenario struct {
 	// HTTP runs it against both servers with gearmand's HTTP protocol on
 	// (-r http, on a port the kernel picks): Target.HTTPAddr.
 	HTTP bool
+	// Mixed runs it against switchyard alone with every listener on:
+	// Target has every address.
+	Mixed bool
 	// Durable runs it against the servers' durable queues: switchyard's
 	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
 	// fresh directory.
 	Durable bool
+	// Ceiling names the echo scenario that bounds its jobs/s, for the
+	// scenarios whose every job costs a worker connection a round trip:
+	// the record gives jobs/s as a fraction of the ceiling's measured in
+	// the same run (record.Run.OfCeiling).
+	Ceiling string
 	Full    Params // defaults of `make bench`
 	Quick   Params // defaults of --quick: a few seconds and smaller counts
 	run     func(ctx context.Context, t Target, p Params, out *record.Run) error
+}
+
+// SwitchyardOnly reports whether the scenario speaks a protocol gearmand
+// has not, and so runs against switchyard alone.
+func (s *Scenario) SwitchyardOnly() bool {
+	return s.Periodic || s.Controller || s.Dwork || s.Memodb || s.Mixed
 }
 
 // Run runs the scenario and returns its record (Server and Round left for
@@ -99,7 +113,7 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
 	httpFg, httpBg,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, bgDurable, queue1MDurable}
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, mixed, bgDurable, queue1MDurable}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -15,13 +15,16 @@ import (
 
 	"switchyard/bench/harness"
 	"switchyard/bench/load"
+	"switchyard/bench/record"
 )
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic, controller, dworks, memodb, https []string
+	var gearman, echo, periodic, controller, dworks, memodb, https, mixes []string
 	for _, s := range All {
 		switch {
+		case s.Mixed:
+			mixes = append(mixes, s.Name)
 		case s.Echo:
 			echo = append(echo, s.Name)
 		case s.Periodic:
@@ -59,6 +62,23 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"http", "http-bg"}; !reflect.DeepEqual(https, want) {
 		t.Errorf("HTTP scenarios %q, want %q", https, want)
 	}
+	if want := []string{"mixed"}; !reflect.DeepEqual(mixes, want) {
+		t.Errorf("mixed scenarios %q, want %q", mixes, want)
+	}
+	// Each scenario with a ceiling names an echo scenario; only the
+	// switchyard-only ones run on switchyard alone (the Gearman and HTTP
+	// ones run on gearmand too).
+	for _, s := range All {
+		if s.Ceiling != "" {
+			c, err := Lookup([]string{s.Ceiling})
+			if err != nil || !c[0].Echo {
+				t.Errorf("%s: ceiling %q is no echo scenario", s.Name, s.Ceiling)
+			}
+		}
+		if want := !s.Echo && !s.HTTP && !slices.Contains(gearman, s.Name); s.SwitchyardOnly() != want {
+			t.Errorf("%s: SwitchyardOnly %v, want %v", s.Name, s.SwitchyardOnly(), want)
+		}
+	}
 	if _, err := Lookup([]string{"fg", "nope"}); err == nil {
 		t.Error("Lookup accepted an unknown scenario")
 	}
@@ -77,13 +97,13 @@ func TestScenarioParams(t *testing.T) {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
 			kinds := 0
-			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP} {
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP, s.Mixed} {
 				if k {
 					kinds++
 				}
 			}
 			if kinds > 1 {
-				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP")
+				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP, mixed")
 			}
 		})
 	}
@@ -211,13 +231,14 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 	target := Target{Addr: srv.Addr, Usage: srv.Usage}
 
 	tests := []struct {
-		scenario *Scenario
-		params   Params
+		scenario  *Scenario
+		params    Params
+		serverCPU bool // long and busy enough for the server to use a tick of /proc's (10 ms)
 	}{
-		{fg, Params{Clients: 2, Workers: 2, InFlight: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond}},
-		{fg, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond}}, // pipelined worker
-		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}},
-		{conns10K, Params{Conns: 50, Clients: 1, Workers: 1, InFlight: 2, Grab: 1, Payload: 64, Duration: 300 * time.Millisecond}},
+		{fg, Params{Clients: 2, Workers: 2, InFlight: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond}, true},
+		{fg, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond}, false}, // pipelined worker
+		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}, false},
+		{conns10K, Params{Conns: 50, Clients: 1, Workers: 1, InFlight: 2, Grab: 1, Payload: 64, Duration: 300 * time.Millisecond}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario.Name, func(t *testing.T) {
@@ -229,7 +250,10 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 				run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 {
 				t.Errorf("implausible run: %+v", run)
 			}
-			if tt.scenario == bg && (run.Jobs != 500 || run.Extra["drain_jobs_per_s"] <= 0) {
+			if run.LoadCPUPerJob <= 0 || (tt.serverCPU && run.ServerCPUPerJob <= 0) {
+				t.Errorf("CPU per job: server %v µs, load generator %v µs", run.ServerCPUPerJob, run.LoadCPUPerJob)
+			}
+			if tt.scenario == bg && (run.Jobs != 500 || run.Extra["drain_jobs_per_s"] <= 0 || run.Extra["drain_load_cpu_us_per_job"] <= 0) {
 				t.Errorf("bg queued %d of 500 jobs, extras %v", run.Jobs, run.Extra)
 			}
 			if tt.scenario == conns10K && run.Extra["idle_conns"] != 50 {
@@ -279,9 +303,10 @@ func TestPeriodicAgainstSwitchyard(t *testing.T) {
 				run.Latency.Max < run.Latency.P99 || run.RSSMB <= 0 {
 				t.Errorf("implausible run: %+v", run)
 			}
-			// /proc counts CPU in 10 ms ticks: a tiny run may read 0.
-			if _, ok := run.Extra["cpu_us_per_job"]; !ok {
-				t.Errorf("no server CPU per job: %v", run.Extra)
+			// /proc counts the server's CPU in 10 ms ticks: a tiny run
+			// may read 0. getrusage, this process's, is finer.
+			if run.LoadCPUPerJob <= 0 {
+				t.Errorf("no load generator CPU per job: %+v", run)
 			}
 			if tt.jobs != 0 && run.Jobs != tt.jobs {
 				t.Errorf("%d jobs, want %d", run.Jobs, tt.jobs)
@@ -349,8 +374,8 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 				if run.Jobs < 450 || run.Jobs > 550 {
 					t.Errorf("%d pulses, want about 500", run.Jobs)
 				}
-				if _, ok := run.Extra["cpu_us_per_pulse"]; !ok {
-					t.Errorf("no server CPU per pulse: %v", run.Extra)
+				if run.LoadCPUPerJob <= 0 {
+					t.Errorf("no load generator CPU per pulse: %+v", run)
 				}
 			}
 		})
@@ -479,7 +504,7 @@ func TestMemodbAgainstSwitchyard(t *testing.T) {
 		t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
 	}
 	if run.Jobs <= 0 || run.JobsPerSec <= 0 || run.Latency.Count != run.Jobs || run.Latency.P50 <= 0 ||
-		run.Latency.Max < run.Latency.P99 || run.Extra["contexts"] != 16 || run.Extra["cpu_us_per_job"] <= 0 {
+		run.Latency.Max < run.Latency.P99 || run.Extra["contexts"] != 16 || run.ServerCPUPerJob <= 0 || run.LoadCPUPerJob <= 0 {
 		t.Errorf("implausible run: %+v", run)
 	}
 	// Without a listener the scenario says so.
@@ -540,5 +565,90 @@ func TestHTTPAgainstServers(t *testing.T) {
 				t.Error("ran without an HTTP listener")
 			}
 		})
+	}
+}
+
+// TestMixedAgainstSwitchyard runs the mixed scenario against a switchyard
+// with every listener on, each TCP one on a loopback address of its own
+// as the bench gives them, with tiny counts: every load runs alone and
+// then with the others, and each shows in both.
+func TestMixedAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "syb-ctl-") // unix socket paths are short: not t.TempDir
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "main.sock")
+	srv, err := harness.Start(ctx, harness.Config{
+		Name:      "switchyard",
+		Path:      bin,
+		Listeners: 4,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", sock,
+			"--periodic-listen", "tcp://127.0.0.2:0", "--dwork-listen", "tcp://127.0.0.3:0", "--memodb-listen", "tcp://127.0.0.4:0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	target := Target{Addr: srv.Addr, ControllerSocket: sock, Usage: srv.Usage}
+	for _, addr := range srv.Others {
+		switch host, _, _ := net.SplitHostPort(addr); host {
+		case "127.0.0.2":
+			target.PeriodicAddr = addr
+		case "127.0.0.3":
+			target.DworkAddr = addr
+		case "127.0.0.4":
+			target.MemodbURL = "tcp://" + addr
+		}
+	}
+	// DAGs of more than 256 tasks: a function whose unique index peaked
+	// at fewer keeps it when it empties, and small DAGs created one after
+	// the other then hang switchyard (a shrinking resize of sched's
+	// keyIndex can leave a table with no empty slot, and a lookup in it
+	// probes for ever).
+	p := Params{Clients: 1, Workers: 1, InFlight: 2, Grab: 16, Payload: 64, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		Jobs: 300, Pulse: 200 * time.Millisecond, Timeout: time.Minute}
+	run := mixed.Run(ctx, target, p)
+	if run.Error != "" {
+		t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
+	}
+	var names []string
+	var jobs int64
+	for _, part := range run.Parts {
+		names = append(names, part.Name)
+		jobs += part.Mixed.Jobs
+		for phase, sh := range map[string]record.Share{"alone": part.Alone, "mixed": part.Mixed} {
+			// dwork times its Steals, the others their jobs.
+			if sh.Jobs <= 0 || sh.JobsPerSec <= 0 || sh.Latency.Count <= 0 || (part.Name != "dwork" && sh.Latency.Count != sh.Jobs) {
+				t.Errorf("%s %s: %+v", part.Name, phase, sh)
+			}
+		}
+		if part.Alone.LoadCPUPerJob <= 0 || part.Mixed.LoadCPUPerJob != 0 {
+			t.Errorf("%s: load generator CPU per job %v alone, %v mixed; want it alone only", part.Name, part.Alone.LoadCPUPerJob, part.Mixed.LoadCPUPerJob)
+		}
+	}
+	if want := []string{"gearman-fg", "gearman-bg", "periodic", "controller", "dwork", "memodb"}; !slices.Equal(names, want) {
+		t.Errorf("parts %q, want %q", names, want)
+	}
+	if run.Jobs != jobs || run.JobsPerSec <= 0 || run.LoadCPUPerJob <= 0 || run.RSSMB <= 0 ||
+		run.Extra["mixed_vs_alone_min_pct"] <= 0 || run.Extra["mixed_vs_alone_max_pct"] < run.Extra["mixed_vs_alone_min_pct"] {
+		t.Errorf("implausible run: %+v", run)
+	}
+	// Without every listener the scenario says so.
+	if run := mixed.Run(ctx, Target{Addr: srv.Addr, PeriodicAddr: target.PeriodicAddr, Usage: srv.Usage}, p); run.Error == "" {
+		t.Error("ran without the dwork, MemoDB and controller listeners")
+	}
+	if err := srv.Alive(); err != nil {
+		t.Error(err)
 	}
 }

@@ -2,8 +2,9 @@
 // and, when it is installed, gearmand, alternating the two per scenario so
 // that every figure has a baseline from the same minute. The Periodic,
 // Worker–Controller and dwork scenarios run against switchyard alone:
-// gearmand has none of those protocols. It prints a markdown table and
-// writes a JSON record to the results directory.
+// gearmand has none of those protocols; so does mixed, which runs all of
+// them at once. It prints a markdown table and writes a JSON record to the
+// results directory.
 //
 //	switchyard-bench [--quick] [--scenarios fg,bg] [--rounds 2] [--fg.duration 30s] ...
 package main
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -131,18 +133,19 @@ func run() error {
 		Command: os.Args,
 		Quick:   opts.quick,
 		Machine: record.DetectMachine(),
+		LoadAvg: []float64{record.LoadAvg()},
 	}
 	for _, s := range servers {
 		rec.Servers = append(rec.Servers, s.record)
 	}
-	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), commit %s, servers: %s\n",
-		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.Commit, serverNames(servers))
+	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), load average %.2f, commit %s, servers: %s\n",
+		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.LoadAvg[0], rec.Commit, serverNames(servers))
 
 	for _, sc := range scenarios {
 		params := *opts.params[sc.Name]
 		for round := 1; round <= opts.rounds; round++ {
 			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) || ((sc.Periodic || sc.Controller || sc.Dwork || sc.Memodb) && s.config.Name != "switchyard") {
+				if sc.Echo != (s.config.Name == echoServer) || (sc.SwitchyardOnly() && s.config.Name != "switchyard") {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -157,14 +160,22 @@ func run() error {
 					return err
 				}
 				run.Server, run.Round = s.config.Name, round
+				if c := rec.Find(sc.Ceiling, echoServer, round); sc.Ceiling != "" && c != nil && c.JobsPerSec > 0 {
+					run.OfCeiling = run.JobsPerSec / c.JobsPerSec
+				}
 				rec.Runs = append(rec.Runs, run)
-				fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu server %.1fs load %.1fs %s\n", run.Scenario, run.Server,
-					record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99), run.CPUSeconds, run.LoadCPU, firstLine(run.Error))
+				fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu µs/job server %s load %s %s\n", run.Scenario, run.Server,
+					record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99),
+					record.FormatCPU(run.ServerCPUPerJob), record.FormatCPU(run.LoadCPUPerJob), firstLine(run.Error))
 			}
 		}
 	}
 	if ctx.Err() != nil {
 		return errors.New("interrupted; no record written")
+	}
+	rec.LoadAvg = append(rec.LoadAvg, record.LoadAvg())
+	if rec.Busy() {
+		fmt.Fprintf(os.Stderr, "bench: load average %v over %d CPUs: other work shared the machine, the figures are low and noisy\n", rec.LoadAvg, rec.Machine.NumCPU)
 	}
 
 	fmt.Print(rec.Markdown())
@@ -180,11 +191,12 @@ func run() error {
 
 // runOne starts a fresh server, runs one scenario against it and stops it.
 func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec) (record.Run, error) {
-	var controllerSocket string
 	cfg := s.config
-	// Each protocol's listener is off but for that protocol's scenarios:
-	// on a loopback port the kernel picks (the one that does not answer
-	// getpid), or for the controller a socket in a fresh directory.
+	// Each protocol's listener is off but for that protocol's scenarios
+	// (and mixed): on a port the kernel picks on the protocol's own
+	// loopback address, or for the controller a socket in a fresh
+	// directory.
+	values := make(map[string]string) // by listener flag
 	for i, l := range listeners {
 		if !s.has[i] {
 			if l.of(sc) {
@@ -195,7 +207,8 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		}
 		if l.on != nil { // off unless turned on
 			if l.of(sc) {
-				cfg.Args, cfg.Listeners = append(slices.Clip(cfg.Args), l.on...), 2
+				cfg.Args = append(slices.Clip(cfg.Args), l.on...)
+				cfg.Listeners = max(cfg.Listeners, 1) + 1
 			}
 			continue
 		}
@@ -208,10 +221,11 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 				return record.Run{}, err
 			}
 			defer os.RemoveAll(dir)
-			controllerSocket = filepath.Join(dir, "main.sock")
-			value = controllerSocket
+			value = filepath.Join(dir, "main.sock")
+			values[l.flag] = value
 		default:
-			value, cfg.Listeners = "tcp://127.0.0.1:0", 2
+			value = "tcp://" + l.host + ":0"
+			cfg.Listeners = max(cfg.Listeners, 1) + 1
 		}
 		cfg.Args = append(slices.Clip(cfg.Args), l.flag, value)
 	}
@@ -229,20 +243,20 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	}
 	// srv changes at a Restart: Usage and the Stop below follow it.
 	target := scenario.Target{Addr: srv.Addr, Usage: func() (harness.Usage, error) { return srv.Usage() }}
-	if sc.Periodic {
-		target.PeriodicAddr = srv.Others[0]
+	for _, addr := range srv.Others {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			srv.Stop()
+			return record.Run{}, err
+		}
+		if i := slices.IndexFunc(listeners[:], func(l listener) bool { return l.host == ap.Addr().String() }); i >= 0 {
+			values[listeners[i].flag] = addr
+		}
 	}
-	if sc.Controller {
-		target.ControllerSocket = controllerSocket
-	}
-	if sc.Dwork {
-		target.DworkAddr = srv.Others[0]
-	}
-	if sc.Memodb {
-		target.MemodbURL = "tcp://" + srv.Others[0]
-	}
-	if sc.HTTP {
-		target.HTTPAddr = srv.Others[0]
+	for _, l := range listeners {
+		if v, ok := values[l.flag]; ok {
+			l.set(&target, v)
+		}
 	}
 	if sc.Durable {
 		restart := cfg
@@ -356,30 +370,49 @@ func helpText(path string) string {
 	return string(out)
 }
 
-// listeners are switchyard's listeners of the protocols besides Gearman's,
-// in the order their flags come on the command line.
-var listeners = [...]struct {
+// listener is one of switchyard's listeners of a protocol besides Gearman's.
+type listener struct {
 	flag, protocol string
-	of             func(*scenario.Scenario) bool // the scenarios that need it on
-	// on, if set, is what turns the listener on, on a loopback port the
-	// kernel picks; such a listener is off unless turned on. Otherwise it
-	// is "flag tcp://127.0.0.1:0", and "flag off" turns it off.
+	// host is the loopback address a TCP listener binds, each its own
+	// (the Gearman port is 127.0.0.1's): a server with several on tells
+	// them apart by address. "" for the controller's unix socket.
+	host string
+	of   func(*scenario.Scenario) bool          // the scenarios that need it on
+	set  func(t *scenario.Target, where string) // gives a scenario its address or socket
+	// on, if set, is what turns the listener on, on a port the kernel
+	// picks; such a listener is off unless turned on. Otherwise it is
+	// "flag tcp://HOST:0", and "flag off" turns it off.
 	on []string
 	// gearmand: gearmand has it too, turned on the same way.
 	gearmand bool
-}{
-	{"--periodic-listen", "Periodic", func(sc *scenario.Scenario) bool { return sc.Periodic }, nil, false},
-	{"--controller-socket", "the Worker–Controller protocol", func(sc *scenario.Scenario) bool { return sc.Controller }, nil, false},
-	{"--dwork-listen", "dwork", func(sc *scenario.Scenario) bool { return sc.Dwork }, nil, false},
-	{"--memodb-listen", "MemoDB", func(sc *scenario.Scenario) bool { return sc.Memodb }, nil, false},
-	// gearmand's HTTP module. A switchyard with it has --http-timeout; an
-	// older one took -r http and ignored it.
-	{"--http-timeout", "gearmand's HTTP protocol", func(sc *scenario.Scenario) bool { return sc.HTTP },
+}
+
+// listeners are the listeners, in the order their flags come on the
+// command line.
+var listeners = [...]listener{
+	{"--periodic-listen", "Periodic", "127.0.0.2",
+		func(sc *scenario.Scenario) bool { return sc.Periodic || sc.Mixed },
+		func(t *scenario.Target, addr string) { t.PeriodicAddr = addr }, nil, false},
+	{"--controller-socket", "the Worker–Controller protocol", "",
+		func(sc *scenario.Scenario) bool { return sc.Controller || sc.Mixed },
+		func(t *scenario.Target, sock string) { t.ControllerSocket = sock }, nil, false},
+	{"--dwork-listen", "dwork", "127.0.0.3",
+		func(sc *scenario.Scenario) bool { return sc.Dwork || sc.Mixed },
+		func(t *scenario.Target, addr string) { t.DworkAddr = addr }, nil, false},
+	{"--memodb-listen", "MemoDB", "127.0.0.4",
+		func(sc *scenario.Scenario) bool { return sc.Memodb || sc.Mixed },
+		func(t *scenario.Target, addr string) { t.MemodbURL = "tcp://" + addr }, nil, false},
+	// gearmand's HTTP module, on -L's address (127.0.0.1): no other
+	// listener is on beside it. A switchyard with it has --http-timeout;
+	// an older one took -r http and ignored it.
+	{"--http-timeout", "gearmand's HTTP protocol", "127.0.0.1",
+		func(sc *scenario.Scenario) bool { return sc.HTTP },
+		func(t *scenario.Target, addr string) { t.HTTPAddr = addr },
 		[]string{"-r", "http", "--http-port", "0"}, true},
-	// No scenario measures with the metrics on: the harness counts the
-	// listeners, and the latency histograms' clock reads are not the
-	// server's own cost.
-	{"--metrics-listen", "the metrics endpoints", func(*scenario.Scenario) bool { return false }, nil, false},
+	// No scenario measures with the metrics on: the latency histograms'
+	// clock reads are not the server's own cost.
+	{"--metrics-listen", "the metrics endpoints", "",
+		func(*scenario.Scenario) bool { return false }, nil, nil, false},
 }
 
 func serverNames(servers []serverSpec) string {

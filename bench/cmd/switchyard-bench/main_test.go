@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/bench/record"
 )
 
 func TestParseFlagsQuick(t *testing.T) {
@@ -96,7 +98,7 @@ func TestPeriodicNeedsTheFlag(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	cmd := exec.Command(bin, "--scenarios", "periodic-submit,controller,dwork-wide", "--switchyard", truePath, "--out", "")
+	cmd := exec.Command(bin, "--scenarios", "periodic-submit,controller,dwork-wide,mixed", "--switchyard", truePath, "--out", "")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -104,13 +106,13 @@ func TestPeriodicNeedsTheFlag(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	for _, want := range []string{"| periodic-submit | switchyard |", "has no --periodic-listen", "| controller | switchyard |", "has no --controller-socket",
-		"| dwork-wide | switchyard |", "has no --dwork-listen"} {
+		"| dwork-wide | switchyard |", "has no --dwork-listen", "| mixed | switchyard |"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
 	if strings.Contains(string(out), "| gearmand |") {
-		t.Errorf("gearmand ran a Periodic, controller or dwork scenario:\n%s", out)
+		t.Errorf("gearmand ran a Periodic, controller, dwork or mixed scenario:\n%s", out)
 	}
 }
 
@@ -163,4 +165,61 @@ func TestDurableRestartEndToEnd(t *testing.T) {
 		t.Errorf("no queue-1m-durable row with a restart and a drain, and no error, in:\n%s\n%s", out, stderr.String())
 	}
 	t.Log(row)
+}
+
+// TestMixedEndToEnd builds switchyard and the bench and runs ceiling, fg and
+// mixed for a moment: switchyard gets every listener, each on its own
+// loopback address, and the record has fg's fraction of the ceiling, CPU
+// per job, and mixed's parts.
+func TestMixedEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench and the server; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
+	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	results := filepath.Join(dir, "results")
+	cmd := exec.Command(bin, "--scenarios", "ceiling,fg,mixed", "--switchyard", server, "--gearmand", "none", "--out", results,
+		"--ceiling.duration", "500ms", "--ceiling.warmup", "100ms", "--fg.duration", "500ms", "--fg.warmup", "100ms",
+		"--mixed.duration", "500ms", "--mixed.warmup", "100ms", "--mixed.jobs", "300", "--mixed.pulse", "200ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("records %v, %v; want one\n%s", paths, err, stderr.String())
+	}
+	rec, err := record.Read(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceiling, fg, mixed := rec.Find("ceiling", "echo", 1), rec.Find("fg", "switchyard", 1), rec.Find("mixed", "switchyard", 1)
+	if ceiling == nil || fg == nil || mixed == nil {
+		t.Fatalf("runs missing from the record:\n%s", out)
+	}
+	for _, run := range []*record.Run{ceiling, fg, mixed} {
+		if run.Error != "" || run.LoadCPUPerJob <= 0 {
+			t.Errorf("%s: error %q, load generator CPU per job %v", run.Scenario, run.Error, run.LoadCPUPerJob)
+		}
+	}
+	if want := fg.JobsPerSec / ceiling.JobsPerSec; fg.OfCeiling != want || ceiling.OfCeiling != 0 || mixed.OfCeiling != 0 {
+		t.Errorf("of ceiling: fg %v (want %v), ceiling %v, mixed %v", fg.OfCeiling, want, ceiling.OfCeiling, mixed.OfCeiling)
+	}
+	if len(mixed.Parts) != 6 {
+		t.Errorf("mixed has %d parts, want 6: %+v", len(mixed.Parts), mixed.Parts)
+	}
+	// mixed ran, so the server had every listener, each TCP one on a
+	// loopback address of its own; its parts are printed under the rows.
+	for _, want := range []string{"| load | alone jobs/s |", "| memodb |", "| dwork |"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
 }
