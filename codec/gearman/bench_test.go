@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"encoding/binary"
 	"strconv"
 	"testing"
 )
@@ -119,4 +120,78 @@ func BenchmarkAppend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fedFrames are a text line at the longest allowed and at an eighth of it,
+// and a binary packet at the largest size a connection keeps in gnet's
+// buffer before reading it into its own (64 KiB) and at 1 MiB.
+var fedFrames = []struct {
+	name string
+	raw  []byte
+}{
+	{"line/1KiB", benchLine(MaxLineSize / 8)},
+	{"line/8KiB", benchLine(MaxLineSize)},
+	{"packet/64KiB", benchSubmit(64 << 10)},
+	{"packet/1MiB", benchSubmit(1 << 20)},
+}
+
+// benchLine is an admin line of n bytes, "\r\n" included.
+func benchLine(n int) []byte {
+	line := []byte("create function ")
+	for len(line) < n-2 {
+		line = append(line, 'f')
+	}
+	return append(line, "\r\n"...)
+}
+
+// benchSubmit is a SUBMIT_JOB packet of n bytes.
+func benchSubmit(n int) []byte {
+	payload := make([]byte, n-HeaderSize-len(benchFunc)-len(benchUnique)-2)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	return AppendPacket(nil, Req, SubmitJob, benchFunc, benchUnique, payload)
+}
+
+// BenchmarkParseFed feeds one large frame to the parser in pieces of 1 and
+// of 100 bytes, as a slow sender's bytes reach a connection. The bytes per
+// second must not fall as the frame grows: each byte costs the same
+// however many came before it.
+func BenchmarkParseFed(b *testing.B) {
+	for _, f := range fedFrames {
+		for _, step := range []int{1, 100} {
+			b.Run(f.name+"/step="+strconv.Itoa(step), func(b *testing.B) {
+				var p Packet
+				b.ReportAllocs()
+				b.SetBytes(int64(len(f.raw)))
+				for b.Loop() {
+					if n := feedPieces(f.raw, step, &p); n != len(f.raw) {
+						b.Fatalf("parsed %d of %d bytes", n, len(f.raw))
+					}
+				}
+			})
+		}
+	}
+}
+
+// feedPieces makes the bytes of one frame, raw, arrive step at a time and
+// parses as the Gearman engine does: again at each arrival that may finish
+// the frame. It returns the frame's length as Parse reports it.
+func feedPieces(raw []byte, step int, p *Packet) int {
+	need := 0
+	for have := 0; have < len(raw); {
+		have = min(have+step, len(raw))
+		if have < need {
+			continue
+		}
+		n, err := Parse(raw[:have], 0, p)
+		if err != nil || n > 0 {
+			return n
+		}
+		need = have + 1
+		if have >= HeaderSize && raw[0] == 0 {
+			need = HeaderSize + int(binary.BigEndian.Uint32(raw[8:]))
+		}
+	}
+	return 0
 }
