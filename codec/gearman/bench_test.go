@@ -1,7 +1,6 @@
 package gearman
 
 import (
-	"encoding/binary"
 	"strconv"
 	"testing"
 )
@@ -44,7 +43,8 @@ func BenchmarkParse(b *testing.B) {
 	}
 }
 
-// BenchmarkParsePipelined parses a buffer of many frames, as OnTraffic does.
+// BenchmarkParsePipelined parses a buffer of many frames, as OnTraffic does:
+// with the connection's Parser.
 func BenchmarkParsePipelined(b *testing.B) {
 	var buf []byte
 	for range 16 {
@@ -52,14 +52,15 @@ func BenchmarkParsePipelined(b *testing.B) {
 			buf = append(buf, bp.raw...)
 		}
 	}
+	var ps Parser
 	var p Packet
 	b.ReportAllocs()
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		for rest := buf; len(rest) > 0; {
-			n, err := Parse(rest, 0, &p)
-			if n == 0 || err != nil {
-				b.Fatal(n, err)
+			n, frame, err := ps.Parse(rest, &p)
+			if !frame || err != nil {
+				b.Fatal(n, frame, err)
 			}
 			rest = rest[n:]
 		}
@@ -161,11 +162,12 @@ func BenchmarkParseFed(b *testing.B) {
 	for _, f := range fedFrames {
 		for _, step := range []int{1, 100} {
 			b.Run(f.name+"/step="+strconv.Itoa(step), func(b *testing.B) {
+				var ps Parser
 				var p Packet
 				b.ReportAllocs()
 				b.SetBytes(int64(len(f.raw)))
 				for b.Loop() {
-					if n := feedPieces(f.raw, step, &p); n != len(f.raw) {
+					if n := feedPieces(&ps, f.raw, step, &p); n != len(f.raw) {
 						b.Fatalf("parsed %d of %d bytes", n, len(f.raw))
 					}
 				}
@@ -175,23 +177,22 @@ func BenchmarkParseFed(b *testing.B) {
 }
 
 // feedPieces makes the bytes of one frame, raw, arrive step at a time and
-// parses as the Gearman engine does: again at each arrival that may finish
-// the frame. It returns the frame's length as Parse reports it.
-func feedPieces(raw []byte, step int, p *Packet) int {
-	need := 0
+// parses as the Gearman engine does: with the connection's Parser, called
+// at each arrival that brings Need bytes, given the bytes it has not
+// consumed. It returns the frame's length as the Parser reports it.
+func feedPieces(ps *Parser, raw []byte, step int, p *Packet) int {
+	start, done := 0, 0 // start of the bytes not consumed
 	for have := 0; have < len(raw); {
 		have = min(have+step, len(raw))
-		if have < need {
+		if have-start < ps.Need() {
 			continue
 		}
-		n, err := Parse(raw[:have], 0, p)
-		if err != nil || n > 0 {
-			return n
+		n, frame, err := ps.Parse(raw[start:have], p)
+		done += n
+		if err != nil || frame {
+			return done
 		}
-		need = have + 1
-		if have >= HeaderSize && raw[0] == 0 {
-			need = HeaderSize + int(binary.BigEndian.Uint32(raw[8:]))
-		}
+		start += n
 	}
 	return 0
 }
