@@ -53,8 +53,9 @@ proto:
 # timed run as it ends, with "context deadline exceeded" and no failing
 # input (golang/go#75804, fixed in Go 1.27).
 fuzz:
-	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzParse -fuzztime 4000000x
-	$(GO) test ./codec/gearman -run '^$$' -fuzz FuzzHandles -fuzztime 1300000x
+	$(GO) test ./codec/gearman -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 4000000x
+	$(GO) test ./codec/gearman -run '^$$' -fuzz '^FuzzParserSplit$$' -fuzztime 1000000x
+	$(GO) test ./codec/gearman -run '^$$' -fuzz '^FuzzHandles$$' -fuzztime 1300000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzParseFrame$$' -fuzztime 3000000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzParseMessage$$' -fuzztime 3000000x
 	$(GO) test ./codec/periodic -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime 1500000x

@@ -43,7 +43,8 @@ func BenchmarkParse(b *testing.B) {
 	}
 }
 
-// BenchmarkParsePipelined parses a buffer of many frames, as OnTraffic does.
+// BenchmarkParsePipelined parses a buffer of many frames, as OnTraffic does:
+// with the connection's Parser.
 func BenchmarkParsePipelined(b *testing.B) {
 	var buf []byte
 	for range 16 {
@@ -51,14 +52,15 @@ func BenchmarkParsePipelined(b *testing.B) {
 			buf = append(buf, bp.raw...)
 		}
 	}
+	var ps Parser
 	var p Packet
 	b.ReportAllocs()
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		for rest := buf; len(rest) > 0; {
-			n, err := Parse(rest, 0, &p)
-			if n == 0 || err != nil {
-				b.Fatal(n, err)
+			n, frame, err := ps.Parse(rest, &p)
+			if !frame || err != nil {
+				b.Fatal(n, frame, err)
 			}
 			rest = rest[n:]
 		}
@@ -119,4 +121,78 @@ func BenchmarkAppend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fedFrames are a text line at the longest allowed and at an eighth of it,
+// and a binary packet at the largest size a connection keeps in gnet's
+// buffer before reading it into its own (64 KiB) and at 1 MiB.
+var fedFrames = []struct {
+	name string
+	raw  []byte
+}{
+	{"line/1KiB", benchLine(MaxLineSize / 8)},
+	{"line/8KiB", benchLine(MaxLineSize)},
+	{"packet/64KiB", benchSubmit(64 << 10)},
+	{"packet/1MiB", benchSubmit(1 << 20)},
+}
+
+// benchLine is an admin line of n bytes, "\r\n" included.
+func benchLine(n int) []byte {
+	line := []byte("create function ")
+	for len(line) < n-2 {
+		line = append(line, 'f')
+	}
+	return append(line, "\r\n"...)
+}
+
+// benchSubmit is a SUBMIT_JOB packet of n bytes.
+func benchSubmit(n int) []byte {
+	payload := make([]byte, n-HeaderSize-len(benchFunc)-len(benchUnique)-2)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	return AppendPacket(nil, Req, SubmitJob, benchFunc, benchUnique, payload)
+}
+
+// BenchmarkParseFed feeds one large frame to the parser in pieces of 1 and
+// of 100 bytes, as a slow sender's bytes reach a connection. The bytes per
+// second must not fall as the frame grows: each byte costs the same
+// however many came before it.
+func BenchmarkParseFed(b *testing.B) {
+	for _, f := range fedFrames {
+		for _, step := range []int{1, 100} {
+			b.Run(f.name+"/step="+strconv.Itoa(step), func(b *testing.B) {
+				var ps Parser
+				var p Packet
+				b.ReportAllocs()
+				b.SetBytes(int64(len(f.raw)))
+				for b.Loop() {
+					if n := feedPieces(&ps, f.raw, step, &p); n != len(f.raw) {
+						b.Fatalf("parsed %d of %d bytes", n, len(f.raw))
+					}
+				}
+			})
+		}
+	}
+}
+
+// feedPieces makes the bytes of one frame, raw, arrive step at a time and
+// parses as the Gearman engine does: with the connection's Parser, called
+// at each arrival that brings Need bytes, given the bytes it has not
+// consumed. It returns the frame's length as the Parser reports it.
+func feedPieces(ps *Parser, raw []byte, step int, p *Packet) int {
+	start, done := 0, 0 // start of the bytes not consumed
+	for have := 0; have < len(raw); {
+		have = min(have+step, len(raw))
+		if have-start < ps.Need() {
+			continue
+		}
+		n, frame, err := ps.Parse(raw[start:have], p)
+		done += n
+		if err != nil || frame {
+			return done
+		}
+		start += n
+	}
+	return 0
 }

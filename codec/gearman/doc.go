@@ -28,7 +28,10 @@
 // [Parse] reads one frame from the front of a buffer and reports how many
 // bytes it used; 0 with a nil error means the frame is not complete yet. The
 // arguments it returns are slices into that buffer, so parsing never copies
-// or allocates; a caller copies only what it keeps. Encoders append to a
+// or allocates; a caller copies only what it keeps. A connection, whose
+// frames arrive in pieces, uses a [Parser]: it parses the same way but
+// resumes a frame cut short where it stopped, so no byte is scanned again
+// at each arrival. Encoders append to a
 // caller's buffer ([AppendPacket], [AppendError], or [Begin] ... [End] to
 // write arguments in place, e.g. with strconv.AppendUint).
 package gearman

@@ -29,6 +29,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("\x00REQ\x00\x00\x00\x07\xff\xff\xff\xff"))
 	f.Add([]byte("\x00REX"))
 	f.Add([]byte("workers\r\nstatus\n\x00REQ\x00\x00\x00\x09\x00\x00\x00\x00"))
+	f.Add(append(bytes.Repeat([]byte("w "), MaxLineSize/2-1), "x\n\x00REQ"...))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, max := range []int{0, 64} {
@@ -146,4 +147,47 @@ func checkBinary(t *testing.T, frame []byte, max int, p *Packet, err error) {
 	if !bytes.Equal(again, frame) {
 		t.Fatalf("re-encoding %v:\n% x\nwant\n% x", p.Type, again, frame)
 	}
+}
+
+// FuzzParserSplit feeds a stream to a Parser in pieces whose lengths the
+// fuzzer picks (each byte of cuts is one piece's length less one; the rest
+// of the stream comes last), calling it at every piece or, with lazy, once
+// Need bytes are there: the frames and the error must be those of the whole
+// stream parsed at once, the error reported with the piece that brings it.
+func FuzzParserSplit(f *testing.F) {
+	var all []byte
+	for _, fr := range frames(f) {
+		f.Add([]byte(fr.bytes), []byte{0, 0, 0, 2, 7}, false)
+		f.Add([]byte(fr.bytes), []byte{11}, true)
+		all = append(all, fr.bytes...)
+	}
+	f.Add(all, []byte{0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233}, false)
+	f.Add(all, bytes.Repeat([]byte{0}, 64), true)
+	long := append(bytes.Repeat([]byte("w "), MaxLineSize/2-1), "x\n\x00REQ"...)
+	f.Add(long, []byte{255, 255, 0, 128}, false)
+	f.Add(long[:MaxLineSize-1], []byte{255, 255, 0, 128}, true)
+	f.Add([]byte("status\r\n\x00REQ\x00\x00\x00\x10\x00\x00\x00\x01x\x00RE"), []byte{3, 6, 0, 0}, false)
+	f.Add([]byte("\x00REQ\x00\x00\x00\x07\xff\xff\xff\xff"), []byte{0, 0, 0, 0, 0}, true)
+
+	f.Fuzz(func(t *testing.T, data, cuts []byte, lazy bool) {
+		var pieces [][]byte
+		rest := data
+		for _, c := range cuts {
+			if len(rest) == 0 {
+				break
+			}
+			n := min(int(c)+1, len(rest))
+			pieces = append(pieces, bytes.Clone(rest[:n]))
+			rest = rest[n:]
+		}
+		if len(rest) > 0 {
+			pieces = append(pieces, bytes.Clone(rest))
+		}
+		for _, max := range []int{0, 64} {
+			want := arrival(parseWhole(data, max), pieces)
+			if got := feed(t, pieces, max, lazy); !sameOutcome(got, want) {
+				t.Fatalf("max %d, %d pieces:\n%v\nwant\n%v", max, len(pieces), got, want)
+			}
+		}
+	})
 }

@@ -2,7 +2,6 @@ package gearman
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 )
 
@@ -34,7 +33,8 @@ var (
 )
 
 // Packet is one parsed frame: a binary packet or a text-admin line. All its
-// slices point into the buffer given to Parse and are valid until the caller
+// slices point into the buffer given to Parse (or, for a line a Parser
+// received in pieces, into the Parser's) and are valid until the caller
 // discards or overwrites those bytes; they are capped at their own length, so
 // appending to one cannot clobber the bytes that follow it.
 //
@@ -64,7 +64,9 @@ func (p *Packet) Arg(i int) []byte {
 
 // Parse parses one frame from the front of buf into p and returns the number
 // of bytes it used. consumed == 0 with a nil error means buf holds no complete
-// frame yet: call again with more bytes.
+// frame yet: call again with more bytes. Parse keeps no state, so a frame
+// cut short is looked at again from its start at the next call; a stream
+// whose frames arrive in pieces wants a Parser, which resumes instead.
 //
 // A frame whose first byte is NUL is a binary packet; maxSize bounds its body
 // (maxSize <= 0 means DefaultMaxPacket). Its arguments are split by
@@ -93,83 +95,34 @@ func Parse(buf []byte, maxSize int, p *Packet) (consumed int, err error) {
 		return 0, nil
 	}
 	if buf[0] != 0 {
-		return parseLine(buf, p)
-	}
-
-	// Check as much of the magic as has arrived, so garbage is refused at
-	// once rather than after 12 bytes that may never come.
-	switch {
-	case len(buf) > 1 && buf[1] != 'R',
-		len(buf) > 2 && buf[2] != 'E',
-		len(buf) > 3 && buf[3] != 'Q' && buf[3] != 'S':
-		return 0, ErrBadMagic
-	}
-	if len(buf) < HeaderSize {
-		return 0, nil
-	}
-
-	if maxSize <= 0 {
-		maxSize = DefaultMaxPacket
-	}
-	// Compare in uint64: the size field is a uint32 and int may be 32 bits.
-	size := binary.BigEndian.Uint32(buf[8:12])
-	if uint64(size) > uint64(maxSize) {
-		return 0, ErrTooLarge
-	}
-	end := HeaderSize + int(size)
-	if len(buf) < end {
-		return 0, nil
-	}
-
-	p.Magic = Req
-	if buf[3] == 'S' {
-		p.Magic = Res
-	}
-	p.Type = Type(binary.BigEndian.Uint32(buf[4:8]))
-	p.Text = false
-	p.NWords = 0
-	p.Line = nil
-
-	body := buf[HeaderSize:end:end]
-	argc := p.Type.Argc()
-	switch {
-	case argc < 0:
-		p.Args[0] = body
-		p.NArgs = 1
-		return end, nil
-	case argc == 0:
-		p.NArgs = 0
-		return end, nil
-	}
-	for i := 0; i < argc-1; i++ {
-		nul := bytes.IndexByte(body, 0)
-		if nul < 0 {
-			p.Args[i] = body
-			p.NArgs = i + 1
-			return end, ErrTruncated
+		nl := lineEnd(buf, 0)
+		if nl < 0 {
+			if len(buf) >= MaxLineSize {
+				return 0, ErrLineTooLong
+			}
+			return 0, nil
 		}
-		p.Args[i] = body[:nul:nul]
-		body = body[nul+1:]
+		splitLine(buf[:nl+1:nl+1], p)
+		return nl + 1, nil
 	}
-	p.Args[argc-1] = body
-	p.NArgs = argc
-	return end, nil
+	ps := Parser{MaxSize: maxSize}
+	consumed, _, err = ps.Parse(buf, p)
+	return consumed, err
 }
 
-// parseLine parses one text-admin line; buf[0] is known not to be NUL.
-func parseLine(buf []byte, p *Packet) (int, error) {
-	window := buf
-	if len(window) > MaxLineSize {
-		window = window[:MaxLineSize]
-	}
-	nl := bytes.IndexByte(window, '\n')
-	if nl < 0 {
-		if len(buf) >= MaxLineSize {
-			return 0, ErrLineTooLong
-		}
-		return 0, nil
-	}
-	line := buf[:nl:nl]
+// lineEnd returns the index in buf of the newline that ends a text line of
+// which kept bytes came before buf, or -1 if buf's part of the line holds
+// none. A newline that would make the line longer than MaxLineSize does not
+// count.
+func lineEnd(buf []byte, kept int) int {
+	window := buf[:min(len(buf), MaxLineSize-kept)]
+	return bytes.IndexByte(window, '\n')
+}
+
+// splitLine fills p from frame, one whole text line, its "\n" included.
+func splitLine(frame []byte, p *Packet) {
+	nl := len(frame) - 1
+	line := frame[:nl:nl]
 	if nl > 0 && line[nl-1] == '\r' {
 		line = line[: nl-1 : nl-1]
 	}
@@ -206,5 +159,4 @@ func parseLine(buf []byte, p *Packet) (int, error) {
 		i = j
 	}
 	p.NWords = n
-	return nl + 1, nil
 }

@@ -287,15 +287,24 @@ const maxPulse = 1 << 10
 // OnTraffic implements gnet.EventHandler: one pulse in, one answer out,
 // and the connection closes, as the protocol has it.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
-	buf, _ := c.Peek(-1)
-	f, n, _, err := codec.ParseFrame(buf, codec.KindWorkerPulse, maxPulse)
+	// Until the whole frame is there, look at its length prefix alone: a
+	// pulse sent a byte at a time is then peeked (and, across gnet's ring
+	// seam, copied) and parsed once, not again at every byte.
+	have := c.InboundBuffered()
+	if have < codec.LenSize {
+		return gnet.None
+	}
+	prefix, _ := c.Peek(codec.LenSize)
+	_, _, need, err := codec.ParseFrame(prefix, codec.KindWorkerPulse, maxPulse)
 	if err != nil {
 		s.log.Warn("controller: bad frame on the main socket; closed", zap.Error(err))
 		return gnet.Close
 	}
-	if n == 0 {
+	if have < need {
 		return gnet.None // the rest of the frame is on its way
 	}
+	buf, _ := c.Peek(need)
+	f, n, _, _ := codec.ParseFrame(buf, codec.KindWorkerPulse, maxPulse) // n == need
 	p := s.pulses.Get().(*codec.WorkerPulse)
 	defer s.pulses.Put(p)
 	var resp codec.PulseResponse

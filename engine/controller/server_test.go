@@ -284,6 +284,48 @@ func TestPulses(t *testing.T) {
 	}
 }
 
+// byteWriter writes what it is given a byte per write, so that the server
+// gets a frame over many events.
+type byteWriter struct{ c net.Conn }
+
+func (w byteWriter) Write(b []byte) (int, error) {
+	for i := range b {
+		if _, err := w.c.Write(b[i : i+1]); err != nil {
+			return i, err
+		}
+	}
+	return len(b), nil
+}
+
+// TestPulseInPieces: a pulse whose bytes come one at a time gets the same
+// answer as one sent whole.
+func TestPulseInPieces(t *testing.T) {
+	e := newEnv(t, Config{})
+	for _, tc := range []struct {
+		p    *codec.WorkerPulse
+		want uint64 // worker_id answered, 0 for none
+	}{
+		{&codec.WorkerPulse{Type: codec.PulseType_PULSE_REGISTER, WorkerId: 77, TaskId: 5, NextPulse: 1 << 40}, 1},
+		{&codec.WorkerPulse{Type: codec.PulseType_PULSE_OK, WorkerId: 1, NextPulse: 30}, 0},
+		{&codec.WorkerPulse{}, 2}, // REGISTER, all fields default: an empty message
+	} {
+		c, err := net.Dial("unix", e.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		writeMsg(t, byteWriter{c}, tc.p, nil)
+		var r codec.PulseResponse
+		if err := readMsg(c, &r); err != nil {
+			t.Fatalf("%v: %v", tc.p, err)
+		}
+		c.Close()
+		if r.Error != codec.ControllerError_CTRL_ERR_OK || r.GetWorkerId() != tc.want {
+			t.Errorf("%v answered %v, want worker_id %d", tc.p, &r, tc.want)
+		}
+	}
+}
+
 // A Gearman-style foreground job reaches a free worker as SET_TASK (its id
 // the task_id, its payload the extra bytes); after FETCH_ME, the FETCH
 // result completes it for the client. The worker may go on reporting the

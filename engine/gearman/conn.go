@@ -1,7 +1,6 @@
 package gearman
 
 import (
-	"encoding/binary"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -37,18 +36,19 @@ type conn struct {
 	ip  string
 	tls *tlsgate.Peer // the TLS side of a connection from a TLS listener
 
-	client *sched.Client // created on the first submit
-	worker *sched.Worker // created on the first worker packet
-	pkt    codec.Packet
-	upd    sched.Update
-	out    []byte // replies built during one event, written at its end
-	iov    [2][]byte
-	need   int    // bytes a partly received packet needs before parsing again
-	body   []byte // a large packet being read whole, see readBody
-	own    []byte // the buffer cn.pkt lies in, when a submit may keep it
-	dirty  bool   // queued on lp.dirty
-	gone   bool   // closed (loop's view)
-	paused bool   // an admin listing is being built: read no more commands
+	client  *sched.Client // created on the first submit
+	worker  *sched.Worker // created on the first worker packet
+	ps      codec.Parser  // resumes the frame that gnet's buffer ends inside
+	pkt     codec.Packet
+	upd     sched.Update
+	out     []byte // replies built during one event, written at its end
+	iov     [2][]byte
+	body    []byte // a large packet being read whole, see readBody
+	bodyLen int    // the length of that packet
+	own     []byte // the buffer cn.pkt lies in, when a submit may keep it
+	dirty   bool   // queued on lp.dirty
+	gone    bool   // closed (loop's view)
+	paused  bool   // an admin listing is being built: read no more commands
 
 	held    held.Queue          // replies waiting for a durable store's answers, see stored.go
 	onStore func(uint64, error) // cn.stored, made once
@@ -159,42 +159,45 @@ func (cn *conn) traffic() gnet.Action {
 	return action
 }
 
-// parse handles every whole packet gnet holds. A packet larger than
+// parse handles every whole frame gnet holds. A packet larger than
 // largeBody whose header has arrived is moved into cn.body and finished by
 // readBody.
+//
+// A frame that arrives over many events is resumed, never parsed again from
+// its start, and gnet's buffer is not peeked (which, across its ring's
+// seam, copies) whole at every event: a packet waits in gnet's buffer,
+// untouched, until its header's length is there; a text line, whose length
+// nothing says, is taken out of gnet's buffer into the parser's as it comes,
+// so that each event peeks only new bytes.
 func (cn *conn) parse() gnet.Action {
-	// A packet arrives over many events: parse only once it is whole,
-	// rather than peeking (and, across the ring buffer's seam, copying) the
-	// growing prefix every time.
 	n := cn.c.InboundBuffered()
-	if n == 0 || n < cn.need || cn.paused {
+	if n == 0 || n < cn.ps.Need() || cn.paused {
 		return gnet.None
 	}
 	action := gnet.None
-	cn.need = 0
 	buf, _ := cn.c.Peek(n)
 	used := 0
 	for used < len(buf) {
-		consumed, err := codec.Parse(buf[used:], cn.srv.cfg.MaxPacket, &cn.pkt)
-		if err != nil && consumed == 0 {
+		consumed, frame, err := cn.ps.Parse(buf[used:], &cn.pkt)
+		if err != nil && !frame {
 			// The stream cannot be resynchronised: say why and hang up.
 			cn.out = appendStreamError(cn.out, err)
 			action = gnet.Close
 			break
 		}
-		if consumed == 0 {
-			rest := buf[used:]
-			cn.need = len(rest) + 1
-			if len(rest) >= codec.HeaderSize && rest[0] == 0 { // a binary header
-				cn.need = codec.HeaderSize + int(binary.BigEndian.Uint32(rest[8:]))
-				if cn.need > largeBody {
-					cn.startBody(rest)
-					used = len(buf)
-				}
-			}
-			break // wait for the rest of the packet
-		}
 		used += consumed
+		if !frame {
+			// The frame is not whole: a line's start went to the parser, a
+			// packet waits for its bytes, in gnet's buffer or, if large, in
+			// its own.
+			if consumed == 0 && cn.ps.Need() > largeBody {
+				cn.bodyLen = cn.ps.Need()
+				cn.startBody(buf[used:])
+				cn.ps.Reset()
+				used = len(buf)
+			}
+			break
+		}
 		if err != nil {
 			cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
 			continue
@@ -220,13 +223,13 @@ func (cn *conn) parse() gnet.Action {
 // into the job: payload-1m does three fewer copies of every megabyte.
 const largeBody = 64 << 10
 
-// startBody begins assembling a large packet (cn.need bytes) from its
+// startBody begins assembling a large packet (cn.bodyLen bytes) from its
 // first bytes, prefix, in a pooled buffer that holds it all if there is
 // one, else in one sized for what has arrived (bodyCap).
 func (cn *conn) startBody(prefix []byte) {
-	b := bodies.take(cn.need)
+	b := bodies.take(cn.bodyLen)
 	if b == nil {
-		b = make([]byte, 0, bodyCap(cn.need, len(prefix)))
+		b = make([]byte, 0, bodyCap(cn.bodyLen, len(prefix)))
 	}
 	cn.body = append(b, prefix...)
 }
@@ -236,7 +239,7 @@ func (cn *conn) startBody(prefix []byte) {
 func (cn *conn) growBody(n int) {
 	c := cap(cn.body)
 	for c-len(cn.body) < n {
-		c = bodyCap(cn.need, c)
+		c = bodyCap(cn.bodyLen, c)
 	}
 	if c == cap(cn.body) {
 		return
@@ -249,17 +252,17 @@ func (cn *conn) growBody(n int) {
 // the packet is whole; !ok that the connection failed or hit EOF.
 func (cn *conn) readBody() (done, ok bool) {
 	if n := cn.c.InboundBuffered(); n > 0 {
-		take := min(n, cn.need-len(cn.body))
+		take := min(n, cn.bodyLen-len(cn.body))
 		cn.growBody(take)
 		m, _ := cn.c.Read(cn.body[len(cn.body) : len(cn.body)+take])
 		cn.body = cn.body[:len(cn.body)+m]
 	}
-	for len(cn.body) < cn.need {
+	for len(cn.body) < cn.bodyLen {
 		if len(cn.body) == cap(cn.body) {
 			cn.growBody(1)
 		}
 		// Never past the packet: its successors belong to gnet's reads.
-		room := cn.body[len(cn.body):min(cap(cn.body), cn.need)]
+		room := cn.body[len(cn.body):min(cap(cn.body), cn.bodyLen)]
 		n, err := unix.Read(cn.fd, room)
 		switch {
 		case n > 0:
@@ -279,7 +282,7 @@ func (cn *conn) readBody() (done, ok bool) {
 // any other packet is done with it when its handler returns.
 func (cn *conn) bodyPacket() {
 	body := cn.body
-	cn.body, cn.need = nil, 0
+	cn.body, cn.bodyLen = nil, 0
 	if n, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil || n != len(body) {
 		cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
 		bodies.put(body)

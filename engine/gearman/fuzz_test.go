@@ -3,6 +3,7 @@ package gearman
 import (
 	"bytes"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ func FuzzServer(f *testing.F) {
 		bytes.Join([][]byte{req(codec.CanDoTimeout, "f", "1000"), req(codec.PreSleep), req(codec.OptionReq, "exceptions"),
 			req(codec.WorkException, "H:lap:1", "e"), []byte("drop function f\r\n")}, nil),
 		[]byte("\x00REQ\x00\x00\x00\x07\x00\x00\x00\x02fn"),
+		// The longest line, then one the peer never ends.
+		[]byte("create function " + strings.Repeat("f", codec.MaxLineSize-18) + "\r\nversion\ncreate function g"),
 	}
 	for _, s := range seeds {
 		f.Add(s)

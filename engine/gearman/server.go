@@ -321,6 +321,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
+	cn.ps.MaxSize = s.cfg.MaxPacket
 	if p := tlsgate.PeerOf(c); p != nil {
 		// A TLS connection: gnet's end is a socketpair, the peer is there.
 		cn.tls, cn.ip = p, remoteIP(p.RemoteAddr())
