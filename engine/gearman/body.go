@@ -3,6 +3,7 @@ package gearman
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // bodyPool keeps the buffers of large packets for reuse. Without it every
@@ -81,4 +82,37 @@ func (p *bodyPool) put(b []byte) {
 	p.free = append(p.free[drop:], b[:0])
 	p.bytes += cap(b)
 	p.mu.Unlock()
+}
+
+// sharedBody is a large packet's buffer that replies on other connections
+// point into: a worker's large result goes to each waiting client on
+// another event loop by reference, and the buffer goes back to the pool
+// once the last of them has written it.
+type sharedBody struct {
+	buf  []byte
+	refs atomic.Int32
+}
+
+var sharedBodies = sync.Pool{New: func() any { return new(sharedBody) }}
+
+// share wraps buf, with one reference held by the caller.
+func share(buf []byte) *sharedBody {
+	sb := sharedBodies.Get().(*sharedBody)
+	sb.buf = buf
+	sb.refs.Store(1)
+	return sb
+}
+
+func (sb *sharedBody) hold() { sb.refs.Add(1) }
+
+// drop gives up one reference; the last one returns the buffer to the pool.
+func (sb *sharedBody) drop() {
+	switch n := sb.refs.Add(-1); {
+	case n == 0:
+		bodies.put(sb.buf)
+		sb.buf = nil
+		sharedBodies.Put(sb)
+	case n < 0:
+		panic("gearman: shared body dropped once too often")
+	}
 }

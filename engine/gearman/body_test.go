@@ -65,3 +65,25 @@ func TestBodyCap(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedBody: a shared buffer goes back to the pool with its last
+// reference, not before.
+func TestSharedBody(t *testing.T) {
+	const n = 1 << 20
+	buf := make([]byte, n, bodyCap(n, n))
+	for bodies.take(n) != nil { // what earlier tests left
+	}
+	sb := share(buf)
+	sb.hold()
+	sb.hold()
+	for i := 0; i < 2; i++ {
+		sb.drop()
+		if b := bodies.take(n); b != nil {
+			t.Fatalf("buffer pooled with %d references left", 2-i)
+		}
+	}
+	sb.drop()
+	if b := bodies.take(n); b == nil || &b[:1][0] != &buf[0] {
+		t.Fatal("the last drop did not pool the buffer")
+	}
+}

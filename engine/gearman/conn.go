@@ -23,6 +23,10 @@ import (
 // no cross-goroutine hand-off and no eventfd wake.
 type loop struct {
 	dirty []*conn // connections with replies from another connection's event
+	// body is the large packet an update this loop's goroutine is
+	// reporting lies in, while the scheduler hands it to listeners:
+	// connections of other loops keep a reference to it instead of a copy.
+	body *sharedBody
 }
 
 // conn is one Gearman connection: a client, a worker, an admin, or all
@@ -43,12 +47,14 @@ type conn struct {
 	upd     sched.Update
 	out     []byte // replies built during one event, written at its end
 	iov     [2][]byte
-	body    []byte // a large packet being read whole, see readBody
-	bodyLen int    // the length of that packet
-	own     []byte // the buffer cn.pkt lies in, when a submit may keep it
-	dirty   bool   // queued on lp.dirty
-	gone    bool   // closed (loop's view)
-	paused  bool   // an admin listing is being built: read no more commands
+	iovs    [][]byte  // writeTails' scratch
+	spare   []outTail // the other half of tails, see traffic
+	body    []byte    // a large packet being read whole, see readBody
+	bodyLen int       // the length of that packet
+	own     []byte    // the buffer cn.pkt lies in, when a submit may keep it
+	dirty   bool      // queued on lp.dirty
+	gone    bool      // closed (loop's view)
+	paused  bool      // an admin listing is being built: read no more commands
 
 	held    held.Queue          // replies waiting for a durable store's answers, see stored.go
 	onStore func(uint64, error) // cn.stored, made once
@@ -59,7 +65,8 @@ type conn struct {
 	// updates and wake-ups, gathered so a burst costs one gnet wake.
 	mu       sync.Mutex
 	outbox   []byte
-	acks     []error // the store's answers to held JOB_CREATEDs, in order
+	tails    []outTail // large payloads that follow parts of outbox
+	acks     []error   // the store's answers to held JOB_CREATEDs, in order
 	ackSpare []error
 	wakeSent bool
 	closed   bool
@@ -97,10 +104,24 @@ func writeOrphan(f *os.File, b []byte) {
 	f.Close()
 }
 
+// outTail is a large payload handed to a connection by reference: it
+// follows outbox[:at], and body is held until it is written.
+type outTail struct {
+	at   int
+	data []byte
+	body *sharedBody
+}
+
 // traffic runs on the connection's loop for new bytes and for wakes.
 func (cn *conn) traffic() gnet.Action {
 	cn.mu.Lock()
 	cn.wakeSent = false
+	base := len(cn.out) // where the outbox lands in cn.out
+	tails := cn.tails
+	if len(tails) > 0 {
+		// Notify appends to the other array while these are written.
+		cn.tails, cn.spare = cn.spare, nil
+	}
 	if len(cn.outbox) > 0 {
 		if len(cn.out) == 0 {
 			cn.out, cn.outbox = cn.outbox, cn.out[:0] // swap, no copy
@@ -115,6 +136,11 @@ func (cn *conn) traffic() gnet.Action {
 	cn.acks = cn.ackSpare[:0]
 	cn.ackSpare = acks
 	cn.mu.Unlock()
+	if len(tails) > 0 {
+		cn.writeTails(base, tails)
+		clear(tails)
+		cn.spare = tails[:0]
+	}
 	cn.out = cn.held.Release(cn.out, acks, queueError)
 	if listed != nil {
 		// After what the outbox brought meanwhile, straight to gnet, which
@@ -315,6 +341,55 @@ func (cn *conn) writeTail(tail []byte) {
 	cn.out = cn.out[:0]
 }
 
+// maxIov bounds the slices of one writev: the kernel takes at most
+// IOV_MAX (1024), and gnet closes the connection on EINVAL.
+const maxIov = 256
+
+// writeTails writes the replies in cn.out together with the large payloads
+// another loop handed over by reference (tails, at offsets from base in
+// cn.out), straight from their buffers with writev, and lets the buffers
+// go. gnet copies what the socket does not take, so a buffer may be reused
+// as soon as Writev returns. What follows the last payload stays in cn.out.
+// Replies that wait for the store take copies, to wait with the rest.
+func (cn *conn) writeTails(base int, tails []outTail) {
+	if cn.held.Holding() {
+		n := len(cn.out)
+		for _, t := range tails {
+			n += len(t.data)
+		}
+		out := make([]byte, 0, n)
+		prev := 0
+		for _, t := range tails {
+			out = append(out, cn.out[prev:base+t.at]...)
+			out = append(out, t.data...)
+			prev = base + t.at
+			t.body.drop()
+		}
+		cn.out = append(out, cn.out[prev:]...)
+		return
+	}
+	iov := cn.iovs[:0]
+	prev := 0
+	for _, t := range tails {
+		iov = append(iov, cn.out[prev:base+t.at], t.data)
+		prev = base + t.at
+		if len(iov) >= maxIov {
+			cn.c.Writev(iov)
+			clear(iov)
+			iov = iov[:0]
+		}
+	}
+	if len(iov) > 0 {
+		cn.c.Writev(iov)
+		clear(iov)
+	}
+	cn.iovs = iov[:0]
+	cn.out = cn.out[:copy(cn.out, cn.out[prev:])]
+	for _, t := range tails {
+		t.body.drop()
+	}
+}
+
 // flush writes the pending replies; false means the peer is too far behind
 // and the connection should go.
 func (cn *conn) flush() bool {
@@ -411,9 +486,28 @@ func (cn *conn) Notify(id uint64, u *sched.Update) {
 		return
 	}
 	if cn.openOutbox() {
-		cn.outbox, _ = cn.appendUpdate(cn.outbox, id, u, false)
+		// A large payload read into a buffer of its own is not copied:
+		// the outbox keeps a reference, written from by cn's loop.
+		body := reporting(u)
+		var tail []byte
+		cn.outbox, tail = cn.appendUpdate(cn.outbox, id, u, body != nil)
+		if tail != nil {
+			body.hold()
+			cn.tails = append(cn.tails, outTail{at: len(cn.outbox), data: tail, body: body})
+		}
 		cn.sendOutbox()
 	}
+}
+
+// reporting returns the shared buffer u's payload lies in, if u comes
+// from one of this engine's loops and carries a large packet's payload.
+// The loop's field is read by its own goroutine: the scheduler calls
+// Notify on the goroutine that reported u, which Origin names.
+func reporting(u *sched.Update) *sharedBody {
+	if lp, ok := u.Origin.(*loop); ok {
+		return lp.body
+	}
+	return nil
 }
 
 // appendUpdate appends the packet for u. With split, a large payload is left
@@ -464,6 +558,10 @@ func (cn *conn) close() {
 	cn.mu.Lock()
 	cn.closed = true
 	cn.outbox = nil
+	for _, t := range cn.tails {
+		t.body.drop()
+	}
+	cn.tails = nil
 	listed := cn.listed
 	cn.listed = nil
 	if listed == nil {

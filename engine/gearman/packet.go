@@ -292,9 +292,22 @@ func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
 	default:
 		u.Data = p.Arg(1)
 	}
+	var body *sharedBody
+	if cn.own != nil && len(u.Data) > largeTail {
+		// A large packet in a buffer of its own (see bodyPacket): clients
+		// on other loops keep a reference to it (see Notify), and the last
+		// one to write it gives the buffer back.
+		body = share(cn.own)
+		cn.own = nil
+		cn.lp.body = body
+	}
 	id, ok := cn.srv.handles.Parse(p.Arg(0))
 	if !ok || cn.worker == nil || cn.worker.Update(id, u) != nil {
 		cn.out = codec.AppendError(cn.out, errJobNotFound, jobNotFoundText[kind])
+	}
+	if body != nil {
+		cn.lp.body = nil
+		body.drop()
 	}
 	*u = sched.Update{}
 }

@@ -798,6 +798,104 @@ func TestLargePacketBuffersAreReused(t *testing.T) {
 	}
 }
 
+// TestLargeResultsByReference: a worker's large results reach clients on
+// the other loop by reference to the buffer the result was read into,
+// which goes back to the pool, and into the next packet, once the last
+// client has written it. Several clients wait on each job, one of them
+// hangs up without reading, and the worker sends every result back to back
+// while its loop keeps reading into recycled buffers: each client must
+// still get each result byte for byte, in order.
+func TestLargeResultsByReference(t *testing.T) {
+	addr, srv := startServer(t, Config{Loops: 2}, sched.Config{})
+	w := dial(t, addr)
+	w.send(req(codec.CanDo, "f"), req(codec.EchoReq, "w"))
+	w.expect(res(codec.EchoRes, "w"))
+	// gnet hands connections to its loops in turn: with the worker first,
+	// clients land on both loops.
+	const clients, jobs = 5, 24
+	cs := make([]*peer, clients)
+	for i := range cs {
+		cs[i] = dial(t, addr)
+	}
+	leaver := dial(t, addr)
+	// Results differ in every byte position from job to job, so a buffer
+	// written before its last reader is done shows.
+	result := func(kind byte, j int) string {
+		b := make([]byte, largeTail+1+j*4099)
+		for i := range b {
+			b[i] = byte(i*7 + j*31 + int(kind))
+		}
+		return string(b)
+	}
+	handles := make([]string, jobs)
+	for j := range jobs {
+		u := fmt.Sprint("u", j)
+		for i, c := range append(cs, leaver) {
+			c.send(req(codec.SubmitJob, "f", u, "p"))
+			h := c.handle()
+			if i == 0 {
+				handles[j] = h
+			} else if h != handles[j] {
+				t.Fatalf("client %d got %s for %s, want the coalesced %s", i, h, u, handles[j])
+			}
+		}
+	}
+	for range jobs {
+		w.send(req(codec.GrabJob))
+		w.packet()
+	}
+	leaver.c.Close()
+	var batch [][]byte
+	for j, h := range handles {
+		batch = append(batch, req(codec.WorkData, h, result('d', j)), req(codec.WorkComplete, h, result('c', j)))
+	}
+	wrote := make(chan error, 1)
+	go func() { // the clients read meanwhile: the sockets cannot hold it all
+		_, err := w.c.Write(bytes.Join(batch, nil))
+		wrote <- err
+	}()
+	errs := make(chan error, clients)
+	for _, c := range cs {
+		go func() {
+			for j, h := range handles {
+				for _, want := range [][]byte{res(codec.WorkData, h, result('d', j)), res(codec.WorkComplete, h, result('c', j))} {
+					if got, err := readPacket(c); err != nil || !bytes.Equal(got, want) {
+						errs <- fmt.Errorf("job %d: got %s (%v)\nwant %s", j, clip(got), err, clip(want))
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range cs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if srv.wakes.Load() == 0 {
+		t.Fatal("no result crossed loops")
+	}
+}
+
+// readPacket reads one binary packet off p, for goroutines other than the
+// test's (peer.packet fails the test from its own goroutine only).
+func readPacket(p *peer) ([]byte, error) {
+	p.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	hdr := make([]byte, 12)
+	if _, err := io.ReadFull(p.r, hdr); err != nil {
+		return nil, err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[8:]))
+	if _, err := io.ReadFull(p.r, body); err != nil {
+		return hdr, err
+	}
+	return append(hdr, body...), nil
+}
+
 // TestLargePacketPeerLeaves: a client that hangs up halfway through a large
 // packet is closed and forgotten; nothing of its packet runs.
 func TestLargePacketPeerLeaves(t *testing.T) {

@@ -3,7 +3,9 @@ package gearman
 import (
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +106,54 @@ func TestDurableJobsSurviveRestart(t *testing.T) {
 			t.Fatalf("job %s lost in the restart", h)
 		}
 	}
+}
+
+// A large result that another loop hands over by reference waits, like
+// every reply, behind a JOB_CREATED the store has yet to answer.
+func TestLargeResultWaitsForStore(t *testing.T) {
+	st := storetest.NewGate(64)
+	addr, srv := startServer(t, Config{Loops: 2}, sched.Config{Store: st})
+	w, c := dial(t, addr), dial(t, addr) // one on each loop
+	w.send(req(codec.CanDo, "f"), req(codec.EchoReq, "w"))
+	w.expect(res(codec.EchoRes, "w"))
+	c.send(req(codec.SubmitJob, "f", "", "p"))
+	h := c.handle()
+	c.send(req(codec.SubmitJobBg, "g", "s1", "stored"))
+	<-st.Queued
+	wc, cc := serverConn(t, srv, w), serverConn(t, srv, c)
+	if wc.lp == cc.lp {
+		t.Fatal("client and worker on one loop: the result would not cross")
+	}
+	big := strings.Repeat("r", largeTail+1)
+	w.send(req(codec.GrabJob))
+	w.expect(res(codec.JobAssign, h, "f", "p"))
+	w.send(req(codec.WorkComplete, h, big), req(codec.EchoReq, "done"))
+	w.expect(res(codec.EchoRes, "done")) // the result is in c's outbox
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		cc.mu.Lock()
+		taken := len(cc.tails) == 0
+		cc.mu.Unlock()
+		if taken { // by c's loop, while the JOB_CREATED waits
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("c's loop never took the result")
+		}
+		runtime.Gosched()
+	}
+	st.Answer(nil)
+	c.expect(res(codec.JobCreated, "H:lap:"+itoa(srv, "s1")))
+	c.expect(res(codec.WorkComplete, h, big))
+}
+
+// serverConn finds the server's end of p.
+func serverConn(t *testing.T, srv *Server, p *peer) *conn {
+	t.Helper()
+	for _, cn := range srv.snapshot() {
+		if cn.c.RemoteAddr().String() == p.c.LocalAddr().String() {
+			return cn
+		}
+	}
+	t.Fatalf("no connection from %s", p.c.LocalAddr())
+	return nil
 }
