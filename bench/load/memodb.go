@@ -64,8 +64,9 @@ func dialMemodb(url string) (mangos.Socket, error) {
 	return s, nil
 }
 
-// RunMemodb runs the workers, then the clients for phase ph, and returns
-// once the clients are done and the workers stopped.
+// RunMemodb runs the workers, then the clients for phase ph (until its
+// End, or its Budget is spent), and returns once the clients are done and
+// the workers stopped.
 func RunMemodb(ctx context.Context, cfg Memodb, ph *Phase) (MemodbResult, error) {
 	res := MemodbResult{Latency: NewLatencyHistogram()}
 	wsock, err := dialMemodb(cfg.URL)
@@ -152,7 +153,7 @@ func RunMemodb(ctx context.Context, cfg Memodb, ph *Phase) (MemodbResult, error)
 					hmu.Unlock()
 				}()
 				var m codec.Message
-				for ctx.Err() == nil && (ph.End.IsZero() || time.Now().Before(ph.End)) {
+				for ctx.Err() == nil && (ph.End.IsZero() || time.Now().Before(ph.End)) && ph.Budget.Take() {
 					sent := time.Now()
 					if err := c.Send(jobMsg); err != nil {
 						fail(fmt.Errorf("client send: %w", err))

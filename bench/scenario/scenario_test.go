@@ -590,7 +590,7 @@ func TestMixedAgainstSwitchyard(t *testing.T) {
 		Path:      bin,
 		Listeners: 4,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-l", "stderr", "-q", "builtin", "--controller-socket", sock,
-			"--periodic-listen", "tcp://127.0.0.2:0", "--dwork-listen", "tcp://127.0.0.3:0", "--memodb-listen", "tcp://127.0.0.4:0"},
+			"--periodic-listen", "tcp://127.0.0.2:0", "--dwork-listen", "tcp://127.0.0.3:0", "--memodb-listen", "tcp://127.0.0.4:0", "--metrics-listen", "off"},
 	})
 	if err != nil {
 		t.Fatal(err)
