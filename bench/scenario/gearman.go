@@ -192,31 +192,42 @@ type clientsResult struct {
 	err                                              error
 }
 
+// add sums one client's result in.
+func (s *clientsResult) add(res load.ClientResult) {
+	s.measured += res.Measured
+	s.finished += res.Finished
+	s.submitted += res.Submitted
+	s.failed += res.Failed
+	s.abandoned += res.Abandoned
+	s.latency.Merge(res.Latency)
+}
+
 // runClients runs n clients in one phase and sums their results.
 func runClients(ctx context.Context, n int, c load.Client, ph *load.Phase) clientsResult {
 	sum := clientsResult{latency: load.NewLatencyHistogram()}
+	sum.err = runAll(n, "client", func(int) (load.ClientResult, error) { return c.Run(ctx, ph) }, sum.add)
+	return sum
+}
+
+// runAll runs run(0) to run(n-1) at once, hands each result to add, one
+// at a time, and returns the first few errors, each prefixed with what.
+func runAll[R any](n int, what string, run func(i int) (R, error), add func(R)) error {
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
 		wg.Go(func() {
-			res, err := c.Run(ctx, ph)
+			res, err := run(i)
 			mu.Lock()
 			defer mu.Unlock()
-			sum.measured += res.Measured
-			sum.finished += res.Finished
-			sum.submitted += res.Submitted
-			sum.failed += res.Failed
-			sum.abandoned += res.Abandoned
-			sum.latency.Merge(res.Latency)
+			add(res)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("client: %w", err))
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
 			}
 		})
 	}
 	wg.Wait()
-	sum.err = errors.Join(firstErrors(errs)...)
-	return sum
+	return errors.Join(firstErrors(errs)...)
 }
 
 // firstErrors keeps error lists readable when many connections fail alike.

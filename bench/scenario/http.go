@@ -3,8 +3,6 @@ package scenario
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -93,25 +91,12 @@ type httpClientsResult struct {
 // runHTTPClients runs n HTTP clients in one phase and sums their results.
 func runHTTPClients(ctx context.Context, n int, c load.HTTPClient, ph *load.Phase) httpClientsResult {
 	sum := httpClientsResult{latency: load.NewLatencyHistogram()}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			res, err := c.Run(ctx, ph)
-			mu.Lock()
-			defer mu.Unlock()
-			sum.measured += res.Measured
-			sum.finished += res.Finished
-			sum.failed += res.Failed
-			sum.connects += res.Connects
-			sum.latency.Merge(res.Latency)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("http client: %w", err))
-			}
-		})
-	}
-	wg.Wait()
-	sum.err = errors.Join(firstErrors(errs)...)
+	sum.err = runAll(n, "http client", func(int) (load.HTTPResult, error) { return c.Run(ctx, ph) }, func(res load.HTTPResult) {
+		sum.measured += res.Measured
+		sum.finished += res.Finished
+		sum.failed += res.Failed
+		sum.connects += res.Connects
+		sum.latency.Merge(res.Latency)
+	})
 	return sum
 }

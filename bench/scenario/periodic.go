@@ -68,28 +68,11 @@ var periodicDelayed1M = &Scenario{
 // results. Client i names its jobs "c<i>-<seq>".
 func periodicClients(ctx context.Context, n int, c load.PeriodicClient, ph *load.Phase) clientsResult {
 	sum := clientsResult{latency: load.NewLatencyHistogram()}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for i := range n {
+	sum.err = runAll(n, "periodic client", func(i int) (load.ClientResult, error) {
 		ci := c
 		ci.Name = fmt.Sprintf("c%d-", i)
-		wg.Go(func() {
-			res, err := ci.Run(ctx, ph)
-			mu.Lock()
-			defer mu.Unlock()
-			sum.measured += res.Measured
-			sum.finished += res.Finished
-			sum.submitted += res.Submitted
-			sum.abandoned += res.Abandoned
-			sum.latency.Merge(res.Latency)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("periodic client: %w", err))
-			}
-		})
-	}
-	wg.Wait()
-	sum.err = errors.Join(firstErrors(errs)...)
+		return ci.Run(ctx, ph)
+	}, sum.add)
 	return sum
 }
 
