@@ -10,15 +10,14 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"switchyard/engine/ops/opstest"
 )
 
 // startMetrics starts switchyard with its metrics on a port the kernel
@@ -30,54 +29,11 @@ func startMetrics(t *testing.T, extraArgs ...string) (*serverProc, string) {
 }
 
 // metrics is a scrape parsed by Prometheus's text parser.
-type metrics map[string]*dto.MetricFamily
+type metrics = opstest.Families
 
 func scrape(t *testing.T, addr string) metrics {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("/metrics: %s\n%s", resp.Status, body)
-	}
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return fams
-}
-
-// value is the value (a histogram's count) of the series of family name
-// whose labels are exactly labels ("k=v"), and whether there is one.
-func (m metrics) value(name string, labels ...string) (float64, bool) {
-	fam := m[name]
-	if fam == nil {
-		return 0, false
-	}
-	want := slices.Sorted(slices.Values(labels))
-	for _, s := range fam.Metric {
-		var got []string
-		for _, l := range s.Label {
-			got = append(got, l.GetName()+"="+l.GetValue())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			continue
-		}
-		switch {
-		case s.Gauge != nil:
-			return s.Gauge.GetValue(), true
-		case s.Counter != nil:
-			return s.Counter.GetValue(), true
-		case s.Histogram != nil:
-			return float64(s.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return opstest.Scrape(t, "http://"+addr+"/metrics")
 }
 
 // echo waits until the server has handled everything g sent before it.
@@ -132,7 +88,7 @@ func TestE2EMetrics(t *testing.T) {
 	var got metrics
 	waitUntil(t, e2eWaitTimeout, "4 gearman connections", func() (bool, string) {
 		got = scrape(t, maddr)
-		n, _ := got.value("switchyard_connections", "protocol=gearman")
+		n, _ := got.Value("switchyard_connections", "protocol=gearman")
 		return n == 4, fmt.Sprint(n)
 	})
 	for _, c := range []struct {
@@ -170,11 +126,11 @@ func TestE2EMetrics(t *testing.T) {
 		{"gearman_up", nil, 1},
 		{"gearman_version_info", []string{"version=" + version}, 1},
 	} {
-		if v, ok := got.value(c.name, c.labels...); !ok || v != c.want {
+		if v, ok := got.Value(c.name, c.labels...); !ok || v != c.want {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, v, ok, c.want)
 		}
 	}
-	if _, ok := got.value("switchyard_store_bytes"); ok {
+	if _, ok := got.Value("switchyard_store_bytes"); ok {
 		t.Error("-q builtin has no store, yet switchyard_store_bytes is there")
 	}
 	// gearman-exporter's families are the admin status, line for line.
@@ -185,7 +141,7 @@ func TestE2EMetrics(t *testing.T) {
 	for fn, st := range status {
 		for name, want := range map[string]int{"gearman_jobs": st.queued, "gearman_jobs_running": st.running,
 			"gearman_jobs_waiting": st.queued - st.running, "gearman_workers": st.workers} {
-			if v, _ := got.value(name, "function="+fn); v != float64(want) {
+			if v, _ := got.Value(name, "function="+fn); v != float64(want) {
 				t.Errorf("%s{function=%q} = %v, status says %d", name, fn, v, want)
 			}
 		}
@@ -201,14 +157,14 @@ func TestE2EMetricsStore(t *testing.T) {
 		c.submit(pSubmitJobBg, "kept", "", strings.Repeat("x", 1000))
 	}
 	got := scrape(t, maddr)
-	if v, _ := got.value("switchyard_store_bytes"); v < 10*1000 {
+	if v, _ := got.Value("switchyard_store_bytes"); v < 10*1000 {
 		t.Errorf("switchyard_store_bytes = %v after ten 1000-byte jobs", v)
 	}
 	// Each acknowledged background submit waited for a sync.
-	if v, _ := got.value("switchyard_store_sync_seconds"); v < 1 {
+	if v, _ := got.Value("switchyard_store_sync_seconds"); v < 1 {
 		t.Errorf("switchyard_store_sync_seconds counts %v syncs", v)
 	}
-	if v, _ := got.value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 10 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 10 {
 		t.Errorf("%v submitted", v)
 	}
 }
@@ -342,13 +298,13 @@ func TestE2EMetricsHTTP(t *testing.T) {
 	var got metrics
 	waitUntil(t, e2eWaitTimeout, "one open http connection", func() (bool, string) {
 		got = scrape(t, maddr)
-		n, _ := got.value("switchyard_connections", "protocol=http")
+		n, _ := got.Value("switchyard_connections", "protocol=http")
 		return n == 1, fmt.Sprint(n)
 	})
-	if v, _ := got.value("switchyard_jobs_submitted_total", "protocol=http"); v != 2 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=http"); v != 2 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=http} = %v, want 2", v)
 	}
-	if v, _ := got.value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 0 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 0 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=gearman} = %v, want 0", v)
 	}
 }

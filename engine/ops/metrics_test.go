@@ -3,73 +3,15 @@ package ops
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 
+	"switchyard/engine/ops/opstest"
 	"switchyard/sched"
 )
-
-// Families is a parsed scrape.
-type Families map[string]*dto.MetricFamily
-
-// Scrape GETs url and parses it with Prometheus's own text parser.
-func Scrape(t testing.TB, url string) Families {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
-	}
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
-	}
-	return fams
-}
-
-// Value is the value of the series of family name whose labels are
-// labels ("k=v" each, every one of the series' labels), and whether it is
-// there. A histogram's value is its count.
-func (f Families) Value(name string, labels ...string) (float64, bool) {
-	fam := f[name]
-	if fam == nil {
-		return 0, false
-	}
-	for _, m := range fam.Metric {
-		var got []string
-		for _, l := range m.Label {
-			got = append(got, l.GetName()+"="+l.GetValue())
-		}
-		slices.Sort(got)
-		want := slices.Sorted(slices.Values(labels))
-		if !slices.Equal(got, want) {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.Untyped.GetValue(), true
-		}
-	}
-	return 0, false
-}
 
 type nopWaker struct{}
 
@@ -135,7 +77,7 @@ func TestMetrics(t *testing.T) {
 	}
 	w.Grab() // running: two's normal job
 
-	fams := Scrape(t, "http://"+srv.Addr().String()+"/metrics")
+	fams := opstest.Scrape(t, "http://"+srv.Addr().String()+"/metrics")
 	for _, c := range []struct {
 		name   string
 		labels []string
@@ -237,7 +179,7 @@ func TestMetricsManyFunctions(t *testing.T) {
 		sc.CreateFunc(fmt.Appendf(nil, "f%05d", i))
 	}
 	srv := startOps(t, Config{Sched: sc})
-	fams := Scrape(t, "http://"+srv.Addr().String()+"/metrics")
+	fams := opstest.Scrape(t, "http://"+srv.Addr().String()+"/metrics")
 	if got := len(fams["gearman_jobs"].GetMetric()); got != n {
 		t.Errorf("%d gearman_jobs series, want %d", got, n)
 	}
