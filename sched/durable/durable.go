@@ -40,6 +40,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 
 	"switchyard/sched"
+	"switchyard/sched/internal/writeq"
 )
 
 // Sync says when a batch is forced to disk.
@@ -81,11 +82,7 @@ type Store struct {
 	dir  string
 	sync Sync
 
-	mu      sync.Mutex
-	queue   []op   // waiting for the writer
-	free    [][]op // emptied queues, for the writer to reuse
-	wake    *sync.Cond
-	closed  bool
+	queue   *writeq.Queue[op] // waiting for the writer
 	stopped chan struct{}
 
 	// syncing carries the batches written with SyncBatch, in order, to
@@ -111,14 +108,6 @@ type written struct {
 // larger.
 const syncDepth = 64
 
-// maxFree is how many emptied queues the store keeps for reuse: enough
-// for the batches usually between the writer and the sync, so that a
-// queue rarely grows from nothing; maxKept the largest it keeps.
-const (
-	maxFree = 4
-	maxKept = 4096
-)
-
 type op struct {
 	kind opKind
 	key  [keySize]byte
@@ -142,8 +131,7 @@ func Open(dir string, mode Sync) (*Store, error) {
 
 // openFS is Open on fs (nil: the real file system).
 func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
-	s := &Store{dir: dir, sync: mode, stopped: make(chan struct{}), failedCh: make(chan struct{})}
-	s.wake = sync.NewCond(&s.mu)
+	s := &Store{dir: dir, sync: mode, queue: writeq.New[op](), stopped: make(chan struct{}), failedCh: make(chan struct{})}
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -223,19 +211,9 @@ func (s *Store) Save(r *sched.Record) error {
 }
 
 func (s *Store) enqueue(o op) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		if o.done != nil {
-			go o.done(ErrClosed) // never from within the call that queued it
-		}
-		return
+	if !s.queue.Push(o) && o.done != nil {
+		go o.done(ErrClosed) // never from within the call that queued it
 	}
-	s.queue = append(s.queue, o)
-	if len(s.queue) == 1 {
-		s.wake.Signal()
-	}
-	s.mu.Unlock()
 }
 
 // write is the writer goroutine: it takes everything queued, commits it
@@ -247,25 +225,11 @@ func (s *Store) write() {
 	} else {
 		defer close(s.stopped)
 	}
-	var spare []op
 	for {
-		s.mu.Lock()
-		for len(s.queue) == 0 && !s.closed {
-			s.wake.Wait()
-		}
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
+		ops, ok := s.queue.Take()
+		if !ok {
 			return
 		}
-		ops := s.queue
-		s.queue = spare[:0]
-		if n := len(s.free); n > 0 {
-			spare, s.free = s.free[n-1], s.free[:n-1]
-		} else {
-			spare = nil
-		}
-		s.mu.Unlock()
-
 		switch s.sync {
 		case SyncBatch:
 			s.syncing <- s.write1(ops)
@@ -277,8 +241,7 @@ func (s *Store) write() {
 		case SyncNever:
 			s.commit(ops)
 		}
-		clear(ops)
-		spare = ops
+		s.queue.Recycle(ops)
 	}
 }
 
@@ -357,12 +320,7 @@ func (s *Store) answer() {
 			}
 		}
 		done(w.ops, err)
-		clear(w.ops)
-		s.mu.Lock()
-		if len(s.free) < maxFree && cap(w.ops) <= maxKept {
-			s.free = append(s.free, w.ops[:0])
-		}
-		s.mu.Unlock()
+		s.queue.Recycle(w.ops)
 	}
 }
 
@@ -501,10 +459,7 @@ func (s *Store) Load(fn func(*sched.Record) error) error {
 // its failure: Pebble cannot close a database whose write failed, and the
 // next Open recovers what is on disk.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.wake.Signal()
-	s.mu.Unlock()
+	s.queue.Close()
 	<-s.stopped
 	if err := s.Failure(); err != nil {
 		return err

@@ -37,6 +37,7 @@ import (
 	_ "modernc.org/sqlite" // pure Go: the server is built without cgo
 
 	"switchyard/sched"
+	"switchyard/sched/internal/writeq"
 )
 
 // DefaultTable is gearmand's default --libsqlite3-table.
@@ -68,10 +69,7 @@ type Store struct {
 
 	insert, remove *sql.Stmt
 
-	mu      sync.Mutex
-	queue   []op
-	wake    *sync.Cond
-	closed  bool
+	queue   *writeq.Queue[op] // waiting for the writer
 	stopped chan struct{}
 
 	statsMu sync.Mutex
@@ -109,7 +107,7 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
 	}
-	s := &Store{cfg: cfg, stopped: make(chan struct{}), keys: make(map[uint64]rowKey)}
+	s := &Store{cfg: cfg, queue: writeq.New[op](), stopped: make(chan struct{}), keys: make(map[uint64]rowKey)}
 	if cfg.StoreOnShutdown {
 		s.held = make(map[uint64][]byte)
 	}
@@ -122,7 +120,6 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlite: %s: %w", cfg.Path, err)
 	}
-	s.wake = sync.NewCond(&s.mu)
 	go s.write()
 	return s, nil
 }
@@ -264,38 +261,19 @@ func (s *Store) Delete(id uint64) { s.enqueue(op{kind: opDelete, id: id}) }
 func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done}) }
 
 func (s *Store) enqueue(o op) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		if o.done != nil {
-			go o.done(ErrClosed) // never from within the call that queued it
-		}
-		return
+	if !s.queue.Push(o) && o.done != nil {
+		go o.done(ErrClosed) // never from within the call that queued it
 	}
-	s.queue = append(s.queue, o)
-	if len(s.queue) == 1 {
-		s.wake.Signal()
-	}
-	s.mu.Unlock()
 }
 
 // write is the writer goroutine: everything queued is one transaction.
 func (s *Store) write() {
 	defer close(s.stopped)
-	var spare []op
 	for {
-		s.mu.Lock()
-		for len(s.queue) == 0 && !s.closed {
-			s.wake.Wait()
-		}
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
+		ops, ok := s.queue.Take()
+		if !ok {
 			return
 		}
-		ops := s.queue
-		s.queue = spare[:0]
-		s.mu.Unlock()
-
 		if s.cfg.EachRecord {
 			for i := range ops {
 				s.commit(ops[i : i+1])
@@ -303,8 +281,7 @@ func (s *Store) write() {
 		} else {
 			s.commit(ops)
 		}
-		clear(ops)
-		spare = ops
+		s.queue.Recycle(ops)
 	}
 }
 
@@ -498,10 +475,7 @@ func text(v any) (string, bool) {
 // Close writes what is queued (with StoreOnShutdown: every job still
 // kept, in place of what the table held), then closes the database.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.wake.Signal()
-	s.mu.Unlock()
+	s.queue.Close()
 	<-s.stopped
 	var err error
 	if s.held != nil {
