@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"switchyard/sched"
 )
@@ -37,6 +38,7 @@ func BenchmarkPutInFlight(b *testing.B) {
 			rec := s.Encode(benchRecord(0))
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := cpuTime()
 			var wg sync.WaitGroup
 			for range submitters {
 				wg.Go(func() {
@@ -74,6 +76,7 @@ func BenchmarkPutInFlight(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
+			reportCPU(b, cpu)
 			b.ReportMetric(float64(b.N)/float64(s.batches.Load()), "records/commit")
 			if n := fs.ended.Load(); n > 0 {
 				b.ReportMetric(float64(b.N)/float64(n), "records/fsync")
@@ -125,6 +128,7 @@ func BenchmarkSubmitStored(b *testing.B) {
 	req := sched.SubmitReq{Func: []byte("bench-bg"), Payload: make([]byte, 64), Background: true,
 		Stored: func(uint64, error) { wg.Done() }}
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		wg.Add(1)
 		if _, err := c.Submit(&req); err != nil {
@@ -132,4 +136,10 @@ func BenchmarkSubmitStored(b *testing.B) {
 		}
 	}
 	wg.Wait()
+	reportCPU(b, cpu)
+}
+
+// reportCPU reports the CPU used since start per op, as cpu-ns/op.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }

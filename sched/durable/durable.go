@@ -6,13 +6,14 @@
 // together as one batch (group commit), and each record's done callback
 // runs once its batch is on disk: that is when a frontend may acknowledge
 // the job. With --fsync batch the writer does not wait for the disk: it
-// hands each batch to Pebble's write-ahead log and goes on to the next,
-// while a second goroutine waits for the batches' syncs, in order, and
-// answers. The log syncs everything written while its previous sync ran
-// with one fsync, so durability costs a sync per group of jobs, not per
-// job, and the next sync starts as soon as the last one ends, not after
-// the writer has answered and built the next batch. Writes apply in the
-// order they were queued, so a job's delete never overtakes its save.
+// hands each batch to Pebble's write-ahead log and goes on, while a second
+// goroutine waits for the batches' syncs, in order, and answers. The log
+// syncs everything written while its previous sync ran with one fsync, so
+// durability costs a sync per group of jobs, not per job. The writer
+// writes one batch per sync (pace): what arrived while the log synced,
+// handed over as that sync ends, so that each sync costs one trip through
+// Pebble's commit pipeline. Writes apply in the order they were queued,
+// so a job's delete never overtakes its save.
 //
 // A write that fails (a full disk) fails the store, not the process.
 // Pebble does not recover from a failed write: it panics, or calls its
@@ -88,6 +89,14 @@ type Store struct {
 	// syncing carries the batches written with SyncBatch, in order, to
 	// the goroutine that waits for their sync and answers them (answer).
 	syncing chan written
+	// spare holds batches answered and reset, for the writer to reuse:
+	// a batch's buffer grows to the size of a group, and a new one would
+	// grow again, in steps, every time.
+	spare chan *pebble.Batch
+	// log tells the writer when the write-ahead log ends a sync, see pace;
+	// answered counts the batches answer is done with.
+	log      *logSyncs
+	answered atomic.Uint64
 
 	failed     atomic.Pointer[error] // the first failed write, if any
 	failedOnce sync.Once
@@ -98,15 +107,35 @@ type Store struct {
 
 // written is a batch in the log, its sync not yet waited for.
 type written struct {
-	b   *pebble.Batch // nil if it was not written: err says why
-	ops []op
-	err error
+	b     *pebble.Batch // nil if it was not written: err says why
+	ops   []op
+	err   error
+	whole []op // in the last batch of a Take: the slice to recycle
+}
+
+// maxBatch bounds the bytes of one Pebble batch. Pebble makes a batch of
+// half a memtable or more a memtable of its own, flushed at once to an
+// sstable of its own, and drops a buffer over 1 MiB rather than reuse it:
+// a flood of submits is written as batches under both.
+const maxBatch = 1<<20 - 4<<10
+
+// batchLen is how many of ops go in the next batch: at least one, and no
+// more than maxBatch bytes of them.
+func batchLen(ops []op) int {
+	size := 0
+	for i := range ops {
+		size += keySize + len(ops[i].val) + 2*binary.MaxVarintLen32 + 1 // a batch entry: kind, key and value, each with its length
+		if size > maxBatch && i > 0 {
+			return i
+		}
+	}
+	return len(ops)
 }
 
 // syncDepth bounds the batches written and not yet answered: beyond it
-// the writer waits, and what arrives meanwhile makes the next batch
-// larger.
-const syncDepth = 64
+// the writer waits. The writer paces itself to one batch per sync (pace),
+// so only a flood split into batches of maxBatch comes near it.
+const syncDepth = 16
 
 type op struct {
 	kind opKind
@@ -131,11 +160,12 @@ func Open(dir string, mode Sync) (*Store, error) {
 
 // openFS is Open on fs (nil: the real file system).
 func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
-	s := &Store{dir: dir, sync: mode, queue: writeq.New[op](), stopped: make(chan struct{}), failedCh: make(chan struct{})}
+	s := &Store{dir: dir, sync: mode, queue: writeq.New[op](), stopped: make(chan struct{}), failedCh: make(chan struct{}),
+		log: newLogSyncs()}
 	if fs == nil {
 		fs = vfs.Default
 	}
-	opts := &pebble.Options{Logger: logger{s}, FS: walFS{fs}, MemTableSize: memTableSize,
+	opts := &pebble.Options{Logger: logger{s}, FS: walFS{FS: fs, syncs: s.log}, MemTableSize: memTableSize,
 		EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
 	// Pebble takes a directory without CURRENT (which names the live
 	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
@@ -154,6 +184,7 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	}
 	if mode == SyncBatch {
 		s.syncing = make(chan written, syncDepth)
+		s.spare = make(chan *pebble.Batch, syncDepth+2)
 		go s.answer()
 	}
 	go s.write()
@@ -225,23 +256,60 @@ func (s *Store) write() {
 	} else {
 		defer close(s.stopped)
 	}
+	var mark, sent uint64
 	for {
+		if sent > 0 {
+			s.pace(mark, sent)
+		}
 		ops, ok := s.queue.Take()
 		if !ok {
 			return
 		}
 		switch s.sync {
 		case SyncBatch:
-			s.syncing <- s.write1(ops)
-			continue // answer recycles ops
+			mark = s.log.begun.Load()
+			for rest := ops; len(rest) > 0; sent++ {
+				n := batchLen(rest)
+				w := s.write1(rest[:n])
+				if rest = rest[n:]; len(rest) == 0 {
+					w.whole = ops // answer recycles it
+				}
+				s.syncing <- w
+			}
+			continue
 		case SyncAlways:
 			for i := range ops {
 				s.commit(ops[i : i+1])
 			}
 		case SyncNever:
-			s.commit(ops)
+			for rest := ops; len(rest) > 0; {
+				n := batchLen(rest)
+				s.commit(rest[:n])
+				rest = rest[n:]
+			}
 		}
 		s.queue.Recycle(ops)
+	}
+}
+
+// pace holds the next batch back (SyncBatch) until the log has ended a
+// sync that began after the last batch was written (mark: the syncs
+// begun before it was), or until that batch (of sent in all) is
+// answered. Written at once, a batch would join the sync in progress no
+// more than it does after it: a sync covers what was written before it
+// began. Held back, everything that arrives while the log syncs goes to
+// the log as one batch as the sync ends, when the log can take it into
+// its next sync at once.
+func (s *Store) pace(mark, sent uint64) {
+	if s.syncing == nil {
+		return
+	}
+	for s.log.ended.Load() <= mark && s.answered.Load() < sent {
+		select {
+		case <-s.log.wake:
+		case <-s.failedCh:
+			return
+		}
 	}
 }
 
@@ -314,19 +382,52 @@ func (s *Store) answer() {
 		err := w.err
 		if w.b != nil {
 			b := w.b
-			if err = s.guard(func() error { defer b.Close(); return b.SyncWait() }); err != nil {
+			// On an error, b is closed on guard's goroutine, if ever: guard
+			// may return (the store failed) while SyncWait still runs.
+			if err = s.guard(func() error {
+				err := b.SyncWait()
+				if err != nil {
+					b.Close()
+				}
+				return err
+			}); err != nil {
 				s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
 				err = s.Failure()
+			} else {
+				s.reuse(b)
 			}
 		}
 		done(w.ops, err)
-		s.queue.Recycle(w.ops)
+		if w.whole != nil {
+			s.queue.Recycle(w.whole)
+		}
+		s.answered.Add(1)
+		select {
+		case s.log.wake <- struct{}{}: // for pace
+		default:
+		}
 	}
 }
 
-// build puts ops in a new batch.
+// reuse keeps a batch whose sync is done for the writer's next, or closes
+// it.
+func (s *Store) reuse(b *pebble.Batch) {
+	b.Reset()
+	select {
+	case s.spare <- b:
+	default:
+		b.Close()
+	}
+}
+
+// build puts ops in a batch: a spare one, else a new one.
 func (s *Store) build(ops []op) (*pebble.Batch, error) {
-	b := s.db.NewBatch()
+	var b *pebble.Batch
+	select {
+	case b = <-s.spare:
+	default:
+		b = s.db.NewBatch()
+	}
 	for i := range ops {
 		var err error
 		switch ops[i].kind {
@@ -463,6 +564,11 @@ func (s *Store) Close() error {
 	<-s.stopped
 	if err := s.Failure(); err != nil {
 		return err
+	}
+	if s.spare != nil {
+		for len(s.spare) > 0 {
+			(<-s.spare).Close()
+		}
 	}
 	return s.guard(s.db.Close)
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ func open(t *testing.T, dir string, mode Sync) *Store {
 type syncFS struct {
 	vfs.FS
 	begun, ended atomic.Int64
+	hook         func() // if set, called as each sync begins
 }
 
 func (fs *syncFS) Create(name string) (vfs.File, error) {
@@ -65,6 +67,9 @@ type syncFile struct {
 func (f *syncFile) SyncData() error { return f.fs.count(f.File.SyncData) }
 
 func (fs *syncFS) count(sync func() error) error {
+	if fs.hook != nil {
+		fs.hook()
+	}
 	fs.begun.Add(1)
 	err := sync()
 	fs.ended.Add(1)
@@ -664,4 +669,102 @@ func TestZeroFilledLog(t *testing.T) {
 	if got := ids(t, s); !slices.Equal(got, want) {
 		t.Fatalf("after the crash: %d ids, want %d (%v...)", len(got), len(want), got[:min(len(got), 10)])
 	}
+}
+
+// heldFS lets a test hold the write-ahead log's next sync until it says
+// so: the writer meanwhile holds back what is queued (pace), which comes
+// out as the next batch once the sync is let go.
+type heldFS struct {
+	syncFS
+	armed   atomic.Bool
+	entered chan struct{} // a sync was held
+	release chan struct{}
+}
+
+func newHeldFS() *heldFS {
+	fs := &heldFS{syncFS: syncFS{FS: vfs.Default}, entered: make(chan struct{}), release: make(chan struct{})}
+	fs.hook = func() {
+		if fs.armed.CompareAndSwap(true, false) {
+			fs.entered <- struct{}{}
+			<-fs.release
+		}
+	}
+	return fs
+}
+
+// hold puts a record as job id and returns once the log's sync of it
+// has begun and is held, and the channel its answer comes on, after
+// answered (if not nil) is called.
+func (fs *heldFS) hold(t *testing.T, s *Store, id uint64, answered func()) chan error {
+	t.Helper()
+	fs.armed.Store(true)
+	ch := make(chan error, 1)
+	s.Put(id, s.Encode(&sched.Record{Func: "f"}), func(err error) {
+		if answered != nil {
+			answered()
+		}
+		ch <- err
+	})
+	select {
+	case <-fs.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the log did not sync the record")
+	}
+	return ch
+}
+
+func wait(t *testing.T, ch chan error) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+}
+
+// Records queued while the log syncs are written as one batch once the
+// sync ends, and a flood larger than maxBatch as several.
+func TestOneBatchPerSync(t *testing.T) {
+	fs := newHeldFS()
+	s, err := openFS(t.TempDir(), SyncBatch, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct {
+		payload int
+		want    uint64
+	}{
+		{100, 1},                                // 200 records, 20 KB in all
+		{64 << 10, 200/(maxBatch/(64<<10)) + 1}, // 12.8 MB: as many batches as it takes
+	} {
+		first := fs.hold(t, s, 1, nil)
+		before := s.batches.Load()
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 50 {
+					id := uint64(1000*g + i + 10)
+					s.Put(id, s.Encode(&sched.Record{Func: "f", Payload: make([]byte, tc.payload)}), nil)
+				}
+			})
+		}
+		wg.Wait()
+		done := make(chan error, 1)
+		s.Flush(func(err error) { done <- err })
+		fs.release <- struct{}{}
+		wait(t, first)
+		wait(t, done)
+		if got := s.batches.Load() - before; got != tc.want {
+			t.Errorf("payload %d: 200 records in %d batches, want %d", tc.payload, got, tc.want)
+		}
+	}
+}
+
+// perBatch is how many records of a payload of n bytes fit in maxBatch.
+func perBatch(n int) uint64 {
+	return uint64(maxBatch / (keySize + n + len(encode(&sched.Record{Func: "f"})) + 2*binary.MaxVarintLen32 + 1))
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/vfs"
 )
@@ -15,7 +16,7 @@ const memTableSize = 4 << 20
 const walSize = memTableSize + memTableSize/10
 
 // walFS writes every new write-ahead log full of zeros, and syncs it,
-// before Pebble writes to it.
+// before Pebble writes to it; and it counts the logs' syncs (logSyncs).
 //
 // Every record is acknowledged after an fdatasync of the log. On a file
 // that grows, or that fallocate reserved, each of those must also commit
@@ -28,7 +29,10 @@ const walSize = memTableSize + memTableSize/10
 // makes every log sync the cheap kind from the first job on. Pebble reads
 // zeros after a log's last record as the end of the log, as it does the
 // stale tail of a recycled one.
-type walFS struct{ vfs.FS }
+type walFS struct {
+	vfs.FS
+	syncs *logSyncs
+}
 
 // zeros is what walFS writes.
 var zeros [64 << 10]byte
@@ -39,7 +43,7 @@ func (fs walFS) Create(name string) (vfs.File, error) {
 		return f, err
 	}
 	if zeroFill(f) == nil {
-		return f, nil
+		return fs.syncs.watch(f), nil
 	}
 	// A log that could not be filled (a full disk) is a plain one: the
 	// write that cannot be made will say so, as it would have anyway.
@@ -47,7 +51,21 @@ func (fs walFS) Create(name string) (vfs.File, error) {
 	if err := fs.FS.Remove(name); err != nil {
 		return nil, err
 	}
-	return fs.FS.Create(name)
+	f, err = fs.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return fs.syncs.watch(f), nil
+}
+
+// ReuseForWrite is how Pebble recycles the log of a flushed memtable as a
+// new one: it was filled when it was made.
+func (fs walFS) ReuseForWrite(oldname, newname string) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname)
+	if err != nil || !strings.HasSuffix(newname, ".log") {
+		return f, err
+	}
+	return fs.syncs.watch(f), nil
 }
 
 // zeroFill writes walSize bytes of zeros to f, without moving its offset,
@@ -60,4 +78,38 @@ func zeroFill(f vfs.File) error {
 		}
 	}
 	return f.Sync()
+}
+
+// logSyncs counts the syncs of the write-ahead log, begun and ended, and
+// tells the writer (Store.pace) of each one ended.
+type logSyncs struct {
+	begun, ended atomic.Uint64
+	wake         chan struct{} // a token per sync ended, dropped if one is waiting
+}
+
+func newLogSyncs() *logSyncs { return &logSyncs{wake: make(chan struct{}, 1)} }
+
+// watch wraps a log so that its syncs are counted.
+func (l *logSyncs) watch(f vfs.File) vfs.File {
+	if l == nil {
+		return f
+	}
+	return &watchedLog{File: f, syncs: l}
+}
+
+type watchedLog struct {
+	vfs.File
+	syncs *logSyncs
+}
+
+// SyncData is how Pebble syncs a log (Sync would be the same to count).
+func (f *watchedLog) SyncData() error {
+	f.syncs.begun.Add(1)
+	err := f.File.SyncData()
+	f.syncs.ended.Add(1)
+	select {
+	case f.syncs.wake <- struct{}{}:
+	default:
+	}
+	return err
 }
