@@ -70,8 +70,10 @@
 //   - A Store sees every job that must survive a restart (one with no
 //     listener): its record is queued (Put) under the shard lock as the
 //     job is made or changed, and removed (Delete) when it ends; writes
-//     are answered once durable, and a frontend that set SubmitReq.Stored
-//     acknowledges the submit then, without waiting on an event loop.
+//     are answered once durable (or, for a job that ended before its
+//     record was written, once the store drops it: see Store), and a
+//     frontend that set SubmitReq.Stored acknowledges the submit then,
+//     without waiting on an event loop.
 //     Replay puts the jobs back at start under their ids (or new ones, for a
 //     store that keeps none, such as gearmand's SQLite table). Ids name their shard,
 //     so the shard count is fixed (DefaultShards) and a function's shard is

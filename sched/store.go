@@ -33,7 +33,10 @@ type Record struct {
 //   - done, when not nil, is called once the write (for Flush: every write
 //     queued before it) is durable, or with the error that kept it off
 //     disk; from any goroutine, but never from within the call that queued
-//     it.
+//     it. A store may leave out a put that a delete of the same job
+//     follows before it was written (Delete means the job has ended, and a
+//     job that has run cannot be lost); its done is called all the same, in
+//     its turn.
 //   - Load replays the saved jobs at start, in id order. A store that
 //     keeps no ids (gearmand's SQLite table) gives records with ID 0, in the
 //     order they were written; fn then sets r.ID to the id it gave the job.

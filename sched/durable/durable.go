@@ -13,7 +13,8 @@
 // writes one batch per sync (pace): what arrived while the log synced,
 // handed over as that sync ends, so that each sync costs one trip through
 // Pebble's commit pipeline. Writes apply in the order they were queued,
-// so a job's delete never overtakes its save.
+// so a job's delete never overtakes its save; a job that ended while its
+// record still waited in the queue is not written at all (cancelEnded).
 //
 // A write that fails (a full disk) fails the store, not the process.
 // Pebble does not recover from a failed write: it panics, or calls its
@@ -102,7 +103,8 @@ type Store struct {
 	failedOnce sync.Once
 	failedCh   chan struct{} // closed once failed is set
 
-	batches atomic.Uint64 // commits made, for tests and metrics
+	batches   atomic.Uint64 // commits made, for tests and metrics
+	cancelled atomic.Uint64 // puts not written, their jobs ended (cancelEnded)
 }
 
 // written is a batch in the log, its sync not yet waited for.
@@ -149,7 +151,8 @@ type opKind uint8
 const (
 	opPut opKind = iota
 	opDelete
-	opFlush // writes nothing: answered with the batch it ends up in
+	opFlush     // writes nothing: answered with the batch it ends up in
+	opCancelled // a put whose job ended in the queue: writes nothing, see cancelEnded
 )
 
 // Open opens (or creates) the store in dir. A database that cannot be read
@@ -257,6 +260,7 @@ func (s *Store) write() {
 		defer close(s.stopped)
 	}
 	var mark, sent uint64
+	index := make(map[[keySize]byte]int) // cancelEnded's scratch
 	for {
 		if sent > 0 {
 			s.pace(mark, sent)
@@ -264,6 +268,9 @@ func (s *Store) write() {
 		ops, ok := s.queue.Take()
 		if !ok {
 			return
+		}
+		if s.sync != SyncAlways {
+			s.cancelled.Add(uint64(cancelEnded(ops, index)))
 		}
 		switch s.sync {
 		case SyncBatch:
@@ -299,7 +306,8 @@ func (s *Store) write() {
 // more than it does after it: a sync covers what was written before it
 // began. Held back, everything that arrives while the log syncs goes to
 // the log as one batch as the sync ends, when the log can take it into
-// its next sync at once.
+// its next sync at once; and a job that ends meanwhile never reaches it
+// (cancelEnded).
 func (s *Store) pace(mark, sent uint64) {
 	if s.syncing == nil {
 		return
@@ -311,6 +319,54 @@ func (s *Store) pace(mark, sent uint64) {
 			return
 		}
 	}
+}
+
+// cancelEnded turns the put of a job that ended while its record waited
+// in the queue into opCancelled, and returns how many it turned: a delete
+// of the job follows the put in ops. A job that has run is lost by no
+// crash, so its record need never reach the disk: it writes nothing, its
+// done is still called in order with its batch, and a batch left with no
+// put needs no sync (needsSync). The delete stays, as an earlier record
+// of the job (what a rewrite replaced) may be on disk. Only a job that has
+// ended is deleted; one retried or put back is rewritten (a put).
+// index is scratch space, empty between calls.
+func cancelEnded(ops []op, index map[[keySize]byte]int) int {
+	puts, deletes := false, false
+	for i := range ops {
+		puts = puts || ops[i].kind == opPut
+		deletes = deletes || ops[i].kind == opDelete
+	}
+	if !puts || !deletes {
+		return 0
+	}
+	n := 0
+	for i := range ops {
+		switch ops[i].kind {
+		case opPut:
+			index[ops[i].key] = i
+		case opDelete:
+			if j, ok := index[ops[i].key]; ok {
+				ops[j].kind, ops[j].val = opCancelled, nil
+				delete(index, ops[i].key)
+				n++
+			}
+		}
+	}
+	clear(index)
+	return n
+}
+
+// needsSync reports whether a batch holds a write that must be on disk
+// before it is answered: a put, or a flush (which promises every earlier
+// write on disk). Deletes alone need none: one lost in a crash runs a
+// finished job again, and loses nothing.
+func needsSync(ops []op) bool {
+	for i := range ops {
+		if ops[i].kind == opPut || ops[i].kind == opFlush {
+			return true
+		}
+	}
+	return false
 }
 
 // commit writes ops as one batch, waits for it to be durable as the Sync
@@ -348,11 +404,13 @@ func (s *Store) apply(ops []op) error {
 
 // write1 writes ops as one batch to the log without waiting for its sync
 // (SyncBatch), for answer to wait for: or, if the store has failed, says
-// why they were not written.
+// why they were not written. A batch that needs no sync (needsSync) is
+// applied without one, and answer only keeps it in order.
 func (s *Store) write1(ops []op) written {
 	if err := s.Failure(); err != nil {
 		return written{ops: ops, err: &stoppedError{dir: s.dir, cause: err}}
 	}
+	sync := needsSync(ops)
 	var b *pebble.Batch
 	err := s.guard(func() error {
 		var err error
@@ -360,7 +418,12 @@ func (s *Store) write1(ops []op) written {
 			return err
 		}
 		s.batches.Add(1)
-		if err = s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		if sync {
+			err = s.db.ApplyNoSyncWait(b, pebble.Sync)
+		} else {
+			err = s.db.Apply(b, pebble.NoSync)
+		}
+		if err != nil {
 			b.Close()
 			b = nil
 		}
@@ -369,6 +432,10 @@ func (s *Store) write1(ops []op) written {
 	if err != nil {
 		s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
 		return written{ops: ops, err: s.Failure()}
+	}
+	if !sync {
+		s.reuse(b)
+		b = nil
 	}
 	return written{b: b, ops: ops}
 }

@@ -725,6 +725,87 @@ func wait(t *testing.T, ch chan error) {
 	}
 }
 
+// A job that ends while its record waits in the queue is never written:
+// its put is left out, its answer still comes, in its turn, and a batch
+// left with no put costs no sync. A job that ends after its record was
+// written is deleted from the disk.
+func TestEndedNeverWritten(t *testing.T) {
+	dir := t.TempDir()
+	fs := newHeldFS()
+	s, err := openFS(dir, SyncBatch, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []uint64
+	answer := func(id uint64) {
+		mu.Lock()
+		order = append(order, id)
+		mu.Unlock()
+	}
+	put := func(id uint64, answered chan error) {
+		s.Put(id, s.Encode(&sched.Record{Func: "f"}), func(err error) {
+			answer(id)
+			answered <- err
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		queued func(answered chan error) // while job 1's sync is held
+		syncs  int64                     // in all, job 1's included
+		stored string
+	}{
+		{"a put left out, another written", func(answered chan error) {
+			put(2, answered)
+			put(3, answered)
+			s.Delete(2) // ended before its record was written
+			s.Delete(1) // ended after
+		}, 2, "[3]"},
+		{"no put left: no sync", func(answered chan error) {
+			put(2, answered)
+			put(3, answered)
+			s.Delete(3)
+			s.Delete(2)
+			s.Delete(1)
+		}, 1, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			order = nil
+			begun := fs.ended.Load()
+			first := fs.hold(t, s, 1, func() { answer(1) })
+			answered := make(chan error, 2)
+			tc.queued(answered)
+			fs.release <- struct{}{}
+			wait(t, first)
+			wait(t, answered)
+			wait(t, answered)
+			mu.Lock()
+			got := fmt.Sprint(order)
+			mu.Unlock()
+			if got != "[1 2 3]" {
+				t.Errorf("answered in order %s", got)
+			}
+			if n := fs.ended.Load() - begun; n != tc.syncs {
+				t.Errorf("%d syncs, want %d", n, tc.syncs)
+			}
+			if got := fmt.Sprint(ids(t, s)); got != tc.stored {
+				t.Errorf("stored %s, want %s", got, tc.stored)
+			}
+		})
+	}
+	if got := s.cancelled.Load(); got != 3 {
+		t.Errorf("%d puts left out, want 3", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, SyncBatch)
+	defer s.Close()
+	if got := fmt.Sprint(ids(t, s)); got != "[]" {
+		t.Fatalf("stored after a reopen: %s", got)
+	}
+}
+
 // Records queued while the log syncs are written as one batch once the
 // sync ends, and a flood larger than maxBatch as several.
 func TestOneBatchPerSync(t *testing.T) {
@@ -767,4 +848,56 @@ func TestOneBatchPerSync(t *testing.T) {
 // perBatch is how many records of a payload of n bytes fit in maxBatch.
 func perBatch(n int) uint64 {
 	return uint64(maxBatch / (keySize + n + len(encode(&sched.Record{Func: "f"})) + 2*binary.MaxVarintLen32 + 1))
+}
+
+// cancelEnded leaves out a put that a delete of the same job follows in
+// the batch, and nothing else; needsSync is false for a batch with no put
+// or flush left.
+func TestCancelEnded(t *testing.T) {
+	P, D, F := opPut, opDelete, opFlush
+	type o struct {
+		kind opKind
+		id   uint64
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []o
+		want string // the kinds after, p d f or x (left out)
+		sync bool
+	}{
+		{"put then delete", []o{{P, 1}, {D, 1}}, "xd", false},
+		{"delete then put", []o{{D, 1}, {P, 1}}, "dp", true},
+		{"puts of others stay", []o{{P, 1}, {P, 2}, {D, 1}}, "xpd", true},
+		{"the latest put of a job", []o{{P, 1}, {P, 1}, {D, 1}}, "pxd", true},
+		{"put, delete, put again", []o{{P, 1}, {D, 1}, {P, 1}}, "xdp", true},
+		{"a flush keeps the sync", []o{{P, 1}, {F, 0}, {D, 1}}, "xfd", true},
+		{"deletes alone", []o{{D, 1}, {D, 2}}, "dd", false},
+		{"puts alone", []o{{P, 1}, {P, 2}}, "pp", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := make([]op, len(tc.ops))
+			for i, x := range tc.ops {
+				ops[i] = op{kind: x.kind, val: []byte("v")}
+				putKey(&ops[i].key, x.id)
+			}
+			index := map[[keySize]byte]int{}
+			n := cancelEnded(ops, index)
+			var got []byte
+			for _, x := range ops {
+				got = append(got, map[opKind]byte{opPut: 'p', opDelete: 'd', opFlush: 'f', opCancelled: 'x'}[x.kind])
+				if x.kind == opCancelled && x.val != nil {
+					t.Error("a left-out put keeps its record")
+				}
+			}
+			if string(got) != tc.want || n != strings.Count(tc.want, "x") {
+				t.Errorf("kinds %s (%d left out), want %s", got, n, tc.want)
+			}
+			if len(index) != 0 {
+				t.Error("index not emptied")
+			}
+			if needsSync(ops) != tc.sync {
+				t.Errorf("needsSync %v", !tc.sync)
+			}
+		})
+	}
 }
