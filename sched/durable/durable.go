@@ -103,6 +103,7 @@ type Store struct {
 	failedOnce sync.Once
 	failedCh   chan struct{} // closed once failed is set
 
+	unsynced  bool          // the last write went to the log without a sync (write's alone)
 	batches   atomic.Uint64 // commits made, for tests and metrics
 	cancelled atomic.Uint64 // puts not written, their jobs ended (cancelEnded)
 }
@@ -264,6 +265,16 @@ func (s *Store) write() {
 	for {
 		if sent > 0 {
 			s.pace(mark, sent)
+		}
+		// Deletes go to the log without a sync (needsSync); one that a
+		// crash loses runs a finished job again. So that a crash re-runs
+		// only what finished while the writer was busy, not everything
+		// since the last put, the log is synced once the queue runs dry.
+		if s.unsynced && s.queue.Idle() {
+			s.unsynced = false
+			if err := s.guard(func() error { return s.db.LogData(nil, pebble.Sync) }); err != nil {
+				s.fail(fmt.Errorf("durable: sync %s: %w", s.dir, err))
+			}
 		}
 		ops, ok := s.queue.Take()
 		if !ok {
@@ -437,6 +448,7 @@ func (s *Store) write1(ops []op) written {
 		s.reuse(b)
 		b = nil
 	}
+	s.unsynced = !sync // a sync covers every write before it
 	return written{b: b, ops: ops}
 }
 

@@ -72,6 +72,13 @@ func (q *Queue[T]) Take() ([]T, bool) {
 	return batch, true
 }
 
+// Idle reports whether nothing is queued: a Take now would wait.
+func (q *Queue[T]) Idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) == 0
+}
+
 // Recycle gives back a slice Take returned, once the caller is done with
 // it: its items are cleared (the garbage collector may have what they
 // held) and the slice is kept for a later batch.
