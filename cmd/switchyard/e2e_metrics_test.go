@@ -6,9 +6,7 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -212,30 +210,16 @@ func TestStartOpsDefaultTaken(t *testing.T) {
 	}
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
-
 // /healthz is 200 once the server is up and 503 from the moment it
 // begins to stop, while it finishes its running jobs; the profiler is on
 // the metrics listener.
 func TestE2EHealthz(t *testing.T) {
 	t.Parallel()
 	srv, maddr := startMetrics(t, "--admin-shutdown", "--shutdown-timeout", "600")
-	if code, body := httpGet(t, "http://"+maddr+"/healthz"); code != 200 || body != "ok\n" {
+	if code, body := opstest.Get(t, "http://"+maddr+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz of a running server: %d %q", code, body)
 	}
-	if code, body := httpGet(t, "http://"+maddr+"/debug/pprof/cmdline"); code != 200 || !strings.Contains(body, "--metrics-listen") {
+	if code, body := opstest.Get(t, "http://"+maddr+"/debug/pprof/cmdline"); code != 200 || !strings.Contains(body, "--metrics-listen") {
 		t.Errorf("/debug/pprof/cmdline: %d %q", code, body)
 	}
 
@@ -249,7 +233,7 @@ func TestE2EHealthz(t *testing.T) {
 		t.Fatalf("shutdown graceful -> %q", got)
 	}
 	waitUntil(t, e2eWaitTimeout, "/healthz 503 while draining", func() (bool, string) {
-		code, body := httpGet(t, "http://"+maddr+"/healthz")
+		code, body := opstest.Get(t, "http://"+maddr+"/healthz")
 		return code == 503 && body == "stopping\n", fmt.Sprint(code, " ", body)
 	})
 	if _, exited := srv.exited(0); exited {

@@ -1,28 +1,13 @@
 package ops
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"switchyard/engine/ops/opstest"
 	"switchyard/sched"
 )
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
 
 // /healthz is 503 until the server is ready, 200 while it is, and 503
 // again once it stops; a stopping server is never ready again.
@@ -43,7 +28,7 @@ func TestHealthz(t *testing.T) {
 		{"ready again after a stop", func() { srv.SetReady(true) }, 503, "stopping\n"},
 	} {
 		step.do()
-		if code, body := get(t, url); code != step.code || body != step.words {
+		if code, body := opstest.Get(t, url); code != step.code || body != step.words {
 			t.Errorf("%s: %d %q, want %d %q", step.name, code, body, step.code, step.words)
 		}
 	}
@@ -59,20 +44,20 @@ func TestPprofOnlyOnItsListener(t *testing.T) {
 	mounted := httptest.NewServer(srv.Handler())
 	defer mounted.Close()
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1"} {
-		if code, body := get(t, own+path); code != 200 || body == "" {
+		if code, body := opstest.Get(t, own+path); code != 200 || body == "" {
 			t.Errorf("%s on the metrics listener: %d", path, code)
 		}
-		if code, _ := get(t, mounted.URL+path); code != 404 {
+		if code, _ := opstest.Get(t, mounted.URL+path); code != 404 {
 			t.Errorf("%s through Handler: %d, want 404", path, code)
 		}
 	}
-	if _, body := get(t, own+"/debug/pprof/"); !strings.Contains(body, "goroutine") {
+	if _, body := opstest.Get(t, own+"/debug/pprof/"); !strings.Contains(body, "goroutine") {
 		t.Errorf("the profiler's index lists no goroutine profile:\n%s", body)
 	}
 	// Handler serves the rest as Start's listener does.
 	for _, path := range []string{"/metrics", "/healthz"} {
-		a, _ := get(t, own+path)
-		b, _ := get(t, mounted.URL+path)
+		a, _ := opstest.Get(t, own+path)
+		b, _ := opstest.Get(t, mounted.URL+path)
 		if a != b {
 			t.Errorf("%s: %d on the listener, %d through Handler", path, a, b)
 		}

@@ -67,3 +67,18 @@ func (f Families) Value(name string, labels ...string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// Get GETs url and returns its status and body, failing t if it cannot.
+func Get(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
