@@ -37,11 +37,15 @@ type worker struct {
 	flightFrom uint64
 	latePulse  bool
 	lateTask   uint64
-	lastTask   uint64 // the task it finished last, which it may still report
-	fetch      bool   // FETCH_ME: it has a message for us
-	restart    bool   // its task_id disagreed with ours: send RESTART
-	gone       bool   // shut down, lapsed or dropped
-	why        string // why it is gone, for the log
+	// The first pulse after an exchange may also lag it: the worker sent
+	// it on the main socket before it answered on its own, and the two
+	// sockets are read apart. It is checked as a late one.
+	landed   bool
+	lastTask uint64 // the task it finished last, which it may still report
+	fetch    bool   // FETCH_ME: it has a message for us
+	restart  bool   // its task_id disagreed with ours: send RESTART
+	gone     bool   // shut down, lapsed or dropped
+	why      string // why it is gone, for the log
 
 	held           []uint64 // scratch for Holding, under mu
 	out, in, extra []byte   // the goroutine's buffers, reused
@@ -93,7 +97,8 @@ func (w *worker) heard(taskID, nextPulse uint64, fetch bool) {
 	case w.inFlight:
 		w.latePulse, w.lateTask = true, taskID
 	default:
-		w.check(taskID, false, 0)
+		w.check(taskID, w.landed, w.flightFrom)
+		w.landed = false
 	}
 	w.booting, w.refused = false, false
 	w.fetch = w.fetch || fetch
@@ -139,6 +144,7 @@ func (w *worker) land() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.inFlight = false
+	w.landed = true
 	if w.latePulse {
 		w.latePulse = false
 		w.check(w.lateTask, true, w.flightFrom)
