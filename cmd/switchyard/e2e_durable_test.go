@@ -350,6 +350,19 @@ func TestE2EDurableKill9(t *testing.T) {
 	}, gearmanKillSource)
 }
 
+// --fsync never keeps what it acknowledged across a kill -9 too: the
+// kernel has it (a crash of the machine is what it may lose).
+func TestE2EDurableKill9Never(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand's builtin queue keeps nothing across a restart")
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	killLoop(t, 5, func() *killServer {
+		return &killServer{serverProc: startServerProc(t, "--data-dir", data, "--fsync", "never")}
+	}, gearmanKillSource)
+}
+
 // The same with Periodic SUBMIT_JOBs (acknowledged by SUCCESS) streamed
 // beside the Gearman ones, into the same store: every job answered SUCCESS
 // is grabbed by a Periodic worker, once, after the restart.

@@ -56,9 +56,13 @@ const (
 	// SyncAlways fsyncs each record on its own: the same guarantee, one
 	// fsync per job.
 	SyncAlways
-	// SyncNever leaves the write-ahead log to the kernel: a crash of the
+	// SyncNever writes each batch to the kernel before its records are
+	// acknowledged, and leaves the disk to the kernel: a crash of the
 	// process loses nothing, a crash of the machine may lose the last
-	// seconds of acknowledged jobs.
+	// seconds of acknowledged jobs. (Pebble's NoSync would not do: it
+	// keeps what it writes in its log's current 32 KiB block, in the
+	// process, until a sync or a full block; so the writer asks for
+	// syncs as SyncBatch does, and the log's file makes them no-ops.)
 	SyncNever
 )
 
@@ -169,7 +173,7 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	opts := &pebble.Options{Logger: logger{s}, FS: walFS{FS: fs, syncs: s.log}, MemTableSize: memTableSize,
+	opts := &pebble.Options{Logger: logger{s}, FS: walFS{FS: fs, syncs: s.log, noSync: mode == SyncNever}, MemTableSize: memTableSize,
 		EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
 	// Pebble takes a directory without CURRENT (which names the live
 	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
@@ -186,7 +190,7 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
 	}
-	if mode == SyncBatch {
+	if mode != SyncAlways {
 		s.syncing = make(chan written, syncDepth)
 		s.spare = make(chan *pebble.Batch, syncDepth+2)
 		go s.answer()
@@ -252,8 +256,9 @@ func (s *Store) enqueue(o op) {
 }
 
 // write is the writer goroutine: it takes everything queued, commits it
-// as one batch, and goes again. With SyncBatch it leaves the wait for the
-// sync, and the answers, to answer; otherwise it answers itself.
+// as one batch, and goes again. With SyncBatch (and SyncNever) it leaves
+// the wait for the sync, and the answers, to answer; with SyncAlways it
+// answers itself.
 func (s *Store) write() {
 	if s.syncing != nil {
 		defer close(s.syncing) // answer closes s.stopped
@@ -284,7 +289,7 @@ func (s *Store) write() {
 			s.cancelled.Add(uint64(cancelEnded(ops, index)))
 		}
 		switch s.sync {
-		case SyncBatch:
+		case SyncBatch, SyncNever:
 			mark = s.log.begun.Load()
 			for rest := ops; len(rest) > 0; sent++ {
 				n := batchLen(rest)
@@ -298,12 +303,6 @@ func (s *Store) write() {
 		case SyncAlways:
 			for i := range ops {
 				s.commit(ops[i : i+1])
-			}
-		case SyncNever:
-			for rest := ops; len(rest) > 0; {
-				n := batchLen(rest)
-				s.commit(rest[:n])
-				rest = rest[n:]
 			}
 		}
 		s.queue.Recycle(ops)
@@ -404,12 +403,8 @@ func (s *Store) apply(ops []op) error {
 			return err
 		}
 		defer b.Close()
-		opts := pebble.Sync
-		if s.sync == SyncNever {
-			opts = pebble.NoSync
-		}
 		s.batches.Add(1)
-		return b.Commit(opts)
+		return b.Commit(pebble.Sync)
 	})
 }
 
@@ -698,4 +693,17 @@ func (s *Store) backgroundError(err error) {
 func (s *Store) giveUp(err error) {
 	s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
 	runtime.Goexit()
+}
+
+// String is the mode's --fsync value.
+func (m Sync) String() string {
+	switch m {
+	case SyncBatch:
+		return "batch"
+	case SyncAlways:
+		return "always"
+	case SyncNever:
+		return "never"
+	}
+	return fmt.Sprintf("Sync(%d)", int(m))
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // Stats counts each fsync of the write-ahead log that made records
-// durable (walFS's sync of a new, empty log is none), and the space the
-// files take.
+// durable (walFS's sync of a new, empty log is none; SyncNever's log
+// syncs nothing), and the space the files take.
 func TestStats(t *testing.T) {
 	for _, tc := range []struct {
 		mode  Sync
