@@ -171,6 +171,9 @@ func Markdown(s *Series) string {
 		fmt.Fprintf(&b, "%s: %s.  \n", srv.Name, srv.Version)
 	}
 	fmt.Fprintf(&b, "Command: `%s`\n\n", strings.Join(latest.Command, " "))
+	if ranges := latest.RangesMarkdown(); ranges != "" {
+		fmt.Fprintf(&b, "Over the %d rounds, median (lowest-highest); each ratio to gearmand pairs the runs of one round:\n\n%s\nEvery run:\n\n", latest.Rounds(), ranges)
+	}
 	b.WriteString(latest.Markdown())
 	b.WriteString("\nLatency is submit to WORK_COMPLETE for the foreground scenarios and submit to JOB_CREATED for " +
 		"`bg` and `queue-1m`, whose jobs/s is the submit rate. Likewise `periodic-submit` and `periodic-delayed-1m` " +

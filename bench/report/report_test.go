@@ -77,6 +77,16 @@ func TestMarkdown(t *testing.T) {
 			t.Errorf("README lacks %q:\n%s", want, md)
 		}
 	}
+	if strings.Contains(md, "Over the") {
+		t.Errorf("README of a one-round latest run has a table of rounds:\n%s", md)
+	}
+	// The older fixture ran fg twice on each server: as the latest run, its
+	// rounds are summed up before every run is listed.
+	older := loadFixtures(t).Records[:1]
+	if md := Markdown(Collect(older)); !strings.Contains(md, "Over the 2 rounds, median (lowest-highest)") ||
+		!strings.Contains(md, "| fg | switchyard | 2 |") {
+		t.Errorf("README of a two-round latest run lacks its table of rounds:\n%s", md)
+	}
 	if empty := Markdown(Collect(nil)); !strings.Contains(empty, "No results yet") {
 		t.Errorf("README without records:\n%s", empty)
 	}

@@ -179,6 +179,9 @@ func run() error {
 	}
 
 	fmt.Print(rec.Markdown())
+	if ranges := rec.RangesMarkdown(); ranges != "" {
+		fmt.Printf("\nOver the %d rounds, median (lowest-highest):\n\n%s", rec.Rounds(), ranges)
+	}
 	if opts.out != "" {
 		path, err := rec.Write(opts.out)
 		if err != nil {
