@@ -30,8 +30,7 @@ var mixed = &Scenario{
 		"jobs/s and p99 alone and at once are the row's parts",
 	Uses:  []string{"clients", "workers", "inflight", "grab", "payload", "duration", "warmup", "jobs", "pulse", "timeout"},
 	Mixed: true,
-	// 7 phases of warmup + duration: 38.5 s, 15.75 s quick. DAGs of more
-	// than 256 tasks: see TestMixedAgainstSwitchyard.
+	// 7 phases of warmup + duration: 38.5 s, 15.75 s quick.
 	Full:  Params{Clients: 2, Workers: 2, InFlight: 8, Grab: 16, Payload: 64, Duration: 5 * time.Second, Warmup: 500 * time.Millisecond, Jobs: 2000, Pulse: time.Second, Timeout: 2 * time.Minute},
 	Quick: Params{Clients: 2, Workers: 2, InFlight: 8, Grab: 16, Payload: 64, Duration: 2 * time.Second, Warmup: 250 * time.Millisecond, Jobs: 500, Pulse: time.Second, Timeout: time.Minute},
 	run:   runMixed,

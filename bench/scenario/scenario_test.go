@@ -611,13 +611,12 @@ func TestMixedAgainstSwitchyard(t *testing.T) {
 			target.MemodbURL = "tcp://" + addr
 		}
 	}
-	// DAGs of more than 256 tasks: a function whose unique index peaked
-	// at fewer keeps it when it empties, and small DAGs created one after
-	// the other then hang switchyard (a shrinking resize of sched's
-	// keyIndex can leave a table with no empty slot, and a lookup in it
-	// probes for ever).
+	// Small DAGs, one after the other, grow and shrink a function's
+	// (function, name) index again and again, as they did when an index
+	// resize could fill its table and hang the server (sched's
+	// TestKeyIndexChurn is that bug's test).
 	p := Params{Clients: 1, Workers: 1, InFlight: 2, Grab: 16, Payload: 64, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
-		Jobs: 300, Pulse: 200 * time.Millisecond, Timeout: time.Minute}
+		Jobs: 50, Pulse: 200 * time.Millisecond, Timeout: time.Minute}
 	run := mixed.Run(ctx, target, p)
 	if run.Error != "" {
 		t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
