@@ -15,6 +15,8 @@
 // Pebble's commit pipeline. Writes apply in the order they were queued,
 // so a job's delete never overtakes its save; a job that ended while its
 // record still waited in the queue is not written at all (cancelEnded).
+// --fsync never goes the same way, its log's syncs reaching only the
+// kernel (logSyncs).
 //
 // A write that fails (a full disk) fails the store, not the process.
 // Pebble does not recover from a failed write: it panics, or calls its
@@ -169,11 +171,11 @@ func Open(dir string, mode Sync) (*Store, error) {
 // openFS is Open on fs (nil: the real file system).
 func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	s := &Store{dir: dir, sync: mode, queue: writeq.New[op](), stopped: make(chan struct{}), failedCh: make(chan struct{}),
-		log: newLogSyncs()}
+		log: newLogSyncs(mode == SyncNever)}
 	if fs == nil {
 		fs = vfs.Default
 	}
-	opts := &pebble.Options{Logger: logger{s}, FS: walFS{FS: fs, syncs: s.log, noSync: mode == SyncNever}, MemTableSize: memTableSize,
+	opts := &pebble.Options{Logger: logger{s}, FS: walFS{FS: fs, syncs: s.log}, MemTableSize: memTableSize,
 		EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
 	// Pebble takes a directory without CURRENT (which names the live
 	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST

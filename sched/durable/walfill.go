@@ -31,8 +31,7 @@ const walSize = memTableSize + memTableSize/10
 // stale tail of a recycled one.
 type walFS struct {
 	vfs.FS
-	syncs  *logSyncs
-	noSync bool // the logs' syncs only count (SyncNever)
+	syncs *logSyncs
 }
 
 // zeros is what walFS writes.
@@ -44,7 +43,7 @@ func (fs walFS) Create(name string) (vfs.File, error) {
 		return f, err
 	}
 	if zeroFill(f) == nil {
-		return fs.syncs.watch(f, fs.noSync), nil
+		return fs.syncs.watch(f), nil
 	}
 	// A log that could not be filled (a full disk) is a plain one: the
 	// write that cannot be made will say so, as it would have anyway.
@@ -56,7 +55,7 @@ func (fs walFS) Create(name string) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fs.syncs.watch(f, fs.noSync), nil
+	return fs.syncs.watch(f), nil
 }
 
 // ReuseForWrite is how Pebble recycles the log of a flushed memtable as a
@@ -66,7 +65,7 @@ func (fs walFS) ReuseForWrite(oldname, newname string) (vfs.File, error) {
 	if err != nil || !strings.HasSuffix(newname, ".log") {
 		return f, err
 	}
-	return fs.syncs.watch(f, fs.noSync), nil
+	return fs.syncs.watch(f), nil
 }
 
 // zeroFill writes walSize bytes of zeros to f, without moving its offset,
@@ -82,36 +81,38 @@ func zeroFill(f vfs.File) error {
 }
 
 // logSyncs counts the syncs of the write-ahead log, begun and ended, and
-// tells the writer (Store.pace) of each one ended.
+// tells the writer (Store.pace) of each one ended. With noSync (SyncNever)
+// the syncs are only counted, not made: Pebble writes a log's partial
+// block to the file before it syncs it, so a sync that is not made still
+// puts every record before it in the kernel.
 type logSyncs struct {
 	begun, ended atomic.Uint64
 	wake         chan struct{} // a token per sync ended, dropped if one is waiting
+	noSync       bool
 }
 
-func newLogSyncs() *logSyncs { return &logSyncs{wake: make(chan struct{}, 1)} }
+func newLogSyncs(noSync bool) *logSyncs {
+	return &logSyncs{wake: make(chan struct{}, 1), noSync: noSync}
+}
 
-// watch wraps a log so that its syncs are counted; with noSync they
-// are only counted. Pebble writes a log's partial block to the file before
-// it syncs it, so a sync that is not made still puts every record before
-// it in the kernel.
-func (l *logSyncs) watch(f vfs.File, noSync bool) vfs.File {
+// watch wraps a log so that its syncs are counted.
+func (l *logSyncs) watch(f vfs.File) vfs.File {
 	if l == nil {
 		return f
 	}
-	return &watchedLog{File: f, syncs: l, noSync: noSync}
+	return &watchedLog{File: f, syncs: l}
 }
 
 type watchedLog struct {
 	vfs.File
-	syncs  *logSyncs
-	noSync bool
+	syncs *logSyncs
 }
 
 // SyncData is how Pebble syncs a log (Sync would be the same to count).
 func (f *watchedLog) SyncData() error {
 	f.syncs.begun.Add(1)
 	var err error
-	if !f.noSync {
+	if !f.syncs.noSync {
 		err = f.File.SyncData()
 	}
 	f.syncs.ended.Add(1)
