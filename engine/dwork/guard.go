@@ -389,10 +389,10 @@ func (c *guardConn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		return 0, errGuardClosed
 	}
-	if len(c.out)+len(p) > c.l.cfg.maxOut {
-		c.mu.Unlock()
+	if waiting := len(c.out) + len(p); waiting > c.l.cfg.maxOut {
+		c.mu.Unlock() // c.out is the writer's again: waiting was counted under the lock
 		c.l.cfg.log.Warn("dwork: a client does not read its replies; connection closed", zap.Stringer("peer", c.RemoteAddr()),
-			zap.Int("waiting", len(c.out)+len(p)))
+			zap.Int("waiting", waiting))
 		c.Close()
 		return 0, errGuardOverflow
 	}
