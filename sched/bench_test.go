@@ -33,23 +33,29 @@ func BenchmarkRoundTrip(b *testing.B) {
 			s := New(Config{Tick: -1})
 			defer s.Close()
 			prefill(b, s, "other", queued)
-			c := s.NewClient(nopListener{})
-			w := s.NewWorker(nopWaker{})
-			w.CanDo([]byte("f"), 0)
-			req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64)}
-			u := Update{Kind: Complete, Data: []byte("result")}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := c.Submit(&req); err != nil {
-					b.Fatal(err)
-				}
-				j := w.Grab()
-				if err := w.Update(j.ID(), &u); err != nil {
-					b.Fatal(err)
-				}
-			}
+			roundTrips(b, s)
 		})
+	}
+}
+
+// roundTrips runs b.N foreground jobs of function f through s, one at a
+// time: submit, grab, complete.
+func roundTrips(b *testing.B, s *Sched) {
+	c := s.NewClient(nopListener{})
+	w := s.NewWorker(nopWaker{})
+	w.CanDo([]byte("f"), 0)
+	req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64)}
+	u := Update{Kind: Complete, Data: []byte("result")}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Submit(&req); err != nil {
+			b.Fatal(err)
+		}
+		j := w.Grab()
+		if err := w.Update(j.ID(), &u); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -124,20 +130,5 @@ func BenchmarkParallelRoundTrip(b *testing.B) {
 func BenchmarkRoundTripLatency(b *testing.B) {
 	s := New(Config{Tick: -1, Latency: true})
 	defer s.Close()
-	c := s.NewClient(nopListener{})
-	w := s.NewWorker(nopWaker{})
-	w.CanDo([]byte("f"), 0)
-	req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64)}
-	u := Update{Kind: Complete, Data: []byte("result")}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.Submit(&req); err != nil {
-			b.Fatal(err)
-		}
-		j := w.Grab()
-		if err := w.Update(j.ID(), &u); err != nil {
-			b.Fatal(err)
-		}
-	}
+	roundTrips(b, s)
 }
