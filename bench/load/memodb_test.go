@@ -11,18 +11,26 @@ import (
 	"switchyard/sched"
 )
 
+// startMemodb serves MemoDB on a real scheduler for the test's length and
+// returns its URL.
+func startMemodb(t *testing.T) string {
+	t.Helper()
+	s := sched.New(sched.Config{})
+	t.Cleanup(s.Close)
+	srv := memodb.New(memodb.Config{Addrs: []string{"tcp://127.0.0.1:0"}}, s, zap.NewNop())
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop(context.Background()) })
+	return srv.Addrs()[0]
+}
+
 // RunMemodb against the MemoDB frontend in this process: every context
 // runs jobs, every result is the job's payload, and a phase's budget is
 // run to the job. (Counted, not timed: a 200 ms window once measured no
 // job at all on a loaded machine, each 1 MiB round trip taking longer.)
 func TestRunMemodb(t *testing.T) {
-	s := sched.New(sched.Config{})
-	defer s.Close()
-	srv := memodb.New(memodb.Config{Addrs: []string{"tcp://127.0.0.1:0"}}, s, zap.NewNop())
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop(context.Background())
+	url := startMemodb(t)
 	for _, tc := range []struct {
 		name                       string
 		clients, inflight, workers int
@@ -36,7 +44,7 @@ func TestRunMemodb(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ph := &Phase{Start: time.Now(), Budget: NewBudget(tc.jobs)}
 			res, err := RunMemodb(context.Background(), Memodb{
-				URL: srv.Addrs()[0], Service: "load " + tc.name, Clients: tc.clients, InFlight: tc.inflight,
+				URL: url, Service: "load " + tc.name, Clients: tc.clients, InFlight: tc.inflight,
 				Workers: tc.workers, Payload: make([]byte, tc.payload), TimeoutMS: 10_000,
 			}, ph)
 			if err != nil {
@@ -54,15 +62,9 @@ func TestRunMemodb(t *testing.T) {
 // count of jobs in the window depends on the machine; what is counted
 // must agree).
 func TestRunMemodbWindow(t *testing.T) {
-	s := sched.New(sched.Config{})
-	defer s.Close()
-	srv := memodb.New(memodb.Config{Addrs: []string{"tcp://127.0.0.1:0"}}, s, zap.NewNop())
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop(context.Background())
+	url := startMemodb(t)
 	ph := &Phase{Start: time.Now(), End: time.Now().Add(100 * time.Millisecond)}
-	res, err := RunMemodb(context.Background(), Memodb{URL: srv.Addrs()[0], Service: "window", Clients: 1, InFlight: 2,
+	res, err := RunMemodb(context.Background(), Memodb{URL: url, Service: "window", Clients: 1, InFlight: 2,
 		Workers: 1, TimeoutMS: 10_000}, ph)
 	if err != nil {
 		t.Fatal(err)
