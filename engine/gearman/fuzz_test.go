@@ -27,6 +27,11 @@ func FuzzServer(f *testing.F) {
 		[]byte("\x00REQ\x00\x00\x00\x07\x00\x00\x00\x02fn"),
 		// The longest line, then one the peer never ends.
 		[]byte("create function " + strings.Repeat("f", codec.MaxLineSize-18) + "\r\nversion\ncreate function g"),
+		// Packets over largeBody, read into buffers of their own: one
+		// whole, run by a worker, and one the peer leaves in the middle of.
+		bytes.Join([][]byte{req(codec.SubmitJobBg, "f", "", strings.Repeat("x", 2*largeBody)), req(codec.CanDo, "f"),
+			req(codec.GrabJob)}, nil),
+		req(codec.SubmitJob, "f", "u", strings.Repeat("y", 4*largeBody))[:largeBody+100],
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -38,7 +43,7 @@ func FuzzServer(f *testing.F) {
 			// One server for the whole run: state left by one input is
 			// part of what the next one meets.
 			s := sched.New(sched.Config{})
-			srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, HandlePrefix: "H:lap", Loops: 1, MaxPacket: 1 << 16}, s, nil)
+			srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, HandlePrefix: "H:lap", Loops: 1, MaxPacket: 1 << 20}, s, nil)
 			// Every listing off the loop: the inline path is plain code,
 			// the pause and resume around a listing's goroutine is not.
 			srv.hooks.Store(&listHooks{inline: -1})
