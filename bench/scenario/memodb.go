@@ -36,20 +36,14 @@ func runMemodb(ctx context.Context, t Target, p Params, out *record.Run) error {
 	start := time.Now().Add(p.Warmup)
 	ph := &load.Phase{Start: start, End: start.Add(p.Duration)}
 	cpu := meterPhase(t, ph)
-	var rss float64
-	sample := time.AfterFunc(time.Until(ph.End)-p.Duration/10, func() { // RSS under load, near its end
-		if u, err := t.Usage(); err == nil {
-			rss = megabytes(u.RSS)
-		}
-	})
+	rss := sampleRSS(t, ph.End.Add(-p.Duration/10)) // under load, near its end
 	res, err := load.RunMemodb(ctx, load.Memodb{
 		URL: t.MemodbURL, Service: memodbService,
 		Clients: p.Clients, InFlight: p.InFlight, Workers: p.Workers,
 		Payload: payloadOf(p.Payload), TimeoutMS: 60_000,
 	}, ph)
-	sample.Stop()
 	cpu.perJob(out, res.Measured)
-	out.RSSMB = rss
+	out.RSSMB = rss.MB()
 	out.Jobs = res.Measured
 	out.Seconds = p.Duration.Seconds()
 	out.JobsPerSec = float64(res.Measured) / p.Duration.Seconds()

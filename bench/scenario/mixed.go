@@ -104,13 +104,7 @@ func runMixed(ctx context.Context, t Target, p Params, out *record.Run) error {
 
 	ph := phase()
 	cpu := meterPhase(t, ph)
-	rssTaken := make(chan struct{})
-	rss := time.AfterFunc(time.Until(ph.End)-p.Duration/10, func() { // RSS under load, near its end
-		defer close(rssTaken)
-		if u, err := t.Usage(); err == nil {
-			out.RSSMB = megabytes(u.RSS)
-		}
-	})
+	rss := sampleRSS(t, ph.End.Add(-p.Duration/10)) // under load, near its end
 	shares := make([]mixedShare, len(mixedLoads))
 	loadErrs := make([]error, len(mixedLoads))
 	var wg sync.WaitGroup
@@ -118,9 +112,7 @@ func runMixed(ctx context.Context, t Target, p Params, out *record.Run) error {
 		wg.Go(func() { shares[i], loadErrs[i] = l.run(ctx, t, p, ph, "mixed") })
 	}
 	wg.Wait()
-	if !rss.Stop() {
-		<-rssTaken
-	}
+	out.RSSMB = rss.MB()
 	var ratios []float64
 	for i, s := range shares {
 		part := &out.Parts[i]
