@@ -33,7 +33,9 @@ type conn struct {
 	c      gnet.Conn
 	lp     *loop
 	kind   byte
-	worker *sched.Worker // made at a worker's handshake
+	worker *sched.Worker // made at a worker's handshake; written under mu, for listings
+	fd     int           // for listings
+	peer   string        // for listings, see peerName
 	msg    codec.Message
 	out    []byte // replies built during one event, written at its end
 	need   int    // bytes the next frame needs before parsing again
@@ -152,7 +154,10 @@ func (cn *conn) frame(payload []byte) gnet.Action {
 		cn.kind = payload[0]
 		cn.onStore, cn.onFail = cn.stored, cn.storeError
 		if cn.kind == kindWorker {
-			cn.worker = cn.srv.sched.NewWorker(cn)
+			w := cn.srv.sched.NewWorker(cn)
+			cn.mu.Lock()
+			cn.worker = w
+			cn.mu.Unlock()
 		}
 		return gnet.None
 	}

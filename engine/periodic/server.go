@@ -189,7 +189,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.draining.Load() {
 		return nil, gnet.Close
 	}
-	cn := &conn{srv: s, c: c, lp: s.loopOf(c), need: codec.HeaderSize}
+	cn := &conn{srv: s, c: c, lp: s.loopOf(c), need: codec.HeaderSize, fd: c.Fd(), peer: peerName(c.RemoteAddr(), c.LocalAddr())}
 	c.SetContext(cn)
 	s.mu.Lock()
 	s.conns[cn] = struct{}{}

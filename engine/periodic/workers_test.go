@@ -1,0 +1,73 @@
+package periodic
+
+import (
+	"net"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	codec "switchyard/codec/periodic"
+)
+
+func TestAppendWorkers(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "p.sock")
+	ts := runServer(t, 2, "unix://"+sock)
+	if got := string(ts.AppendWorkers(nil)); got != "" {
+		t.Fatalf("no connection: %q", got)
+	}
+	w := dialKind(t, "tcp", ts.addr, codec.TypeWorker)
+	w.send("", codec.CanDo, "f")
+	w.send("", codec.CanDo, "g")
+	idle := dialKind(t, "tcp", ts.addr, codec.TypeWorker)
+	c := dialKind(t, "tcp", ts.addr, codec.TypeClient)
+	u := dialKind(t, "unix", sock, codec.TypeWorker)
+	u.send("", codec.CanDo, "h")
+	for _, p := range []*peer{w, idle, c, u} { // each one's commands are in once it answers
+		p.send("p", codec.Ping)
+		p.expect("p", codec.Pong)
+	}
+	// Any order (by fd): the unix worker, the idle one and w; no client.
+	got := strings.Split(strings.TrimSuffix(string(ts.AppendWorkers(nil)), "\n"), "\n")
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^\d+ unix:` + regexp.QuoteMeta(sock) + ` - : h$`),
+		regexp.MustCompile(`^\d+ 127\.0\.0\.1 - :$`),
+		regexp.MustCompile(`^\d+ 127\.0\.0\.1 - : (f g|g f)$`),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listing %q, want %d lines", got, len(want))
+	}
+	for _, re := range want {
+		if !slices.ContainsFunc(got, re.MatchString) {
+			t.Errorf("listing %q has no line like %s", got, re)
+		}
+	}
+	w.c.Close()
+	// The server notes the close on its loop: poll, bounded.
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(string(ts.AppendWorkers(nil)), "\n") != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed worker still listed: %q", ts.AppendWorkers(nil))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPeerName(t *testing.T) {
+	for _, tc := range []struct {
+		remote, local net.Addr
+		want          string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5}, nil, "10.0.0.1"},
+		{&net.TCPAddr{IP: net.IPv6loopback}, nil, "::1"},
+		{&net.UnixAddr{Net: "unix"}, &net.UnixAddr{Name: "/run/p.sock", Net: "unix"}, "unix:/run/p.sock"},
+		{&net.UnixAddr{Name: "@", Net: "unix"}, &net.UnixAddr{Name: "/run/p.sock", Net: "unix"}, "unix:/run/p.sock"},
+		{&net.UnixAddr{Name: "@peer", Net: "unix"}, nil, "unix:@peer"},
+		{nil, nil, "-"},
+	} {
+		if got := peerName(tc.remote, tc.local); got != tc.want {
+			t.Errorf("peerName(%v, %v) = %q, want %q", tc.remote, tc.local, got, tc.want)
+		}
+	}
+}
