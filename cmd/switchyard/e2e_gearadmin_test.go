@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	memocodec "switchyard/codec/memodb"
 )
 
 func runGearadmin(t *testing.T, port int, args ...string) cmdResult {
@@ -227,4 +229,40 @@ func TestE2EAdminShutdown(t *testing.T) {
 			t.Errorf("after %q the server answers getpid with %q, want %q", cmd, got, pid)
 		}
 	}
+}
+
+// Every protocol's workers are in gearadmin --workers, as "status" counts
+// them: a Periodic worker on TCP and on the unix socket, by its fd and
+// peer; a MemoDB worker (nngcat waiting on its READY) as worker-ID.
+func TestE2EGearadminWorkersOfEveryProtocol(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "gearadmin")
+	t.Run("periodic", func(t *testing.T) {
+		t.Parallel()
+		ps := startPeriodic(t)
+		for _, n := range []perNet{ps.tcp, ps.unix} {
+			w := dialPer(t, n, "worker "+n.network, perTypeWorker)
+			w.canDo("listed-" + n.network)
+			w.send("p", perPing) // its CAN_DO is in once its PING is answered
+			w.expectCmd("p", perPong)
+		}
+		r := runGearadmin(t, ps.port, "--workers")
+		got := normWorkers(r.stdout)
+		for _, want := range []string{"FD 127.0.0.1 - : listed-tcp", "FD unix:" + ps.unix.addr + " - : listed-unix"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("gearadmin --workers has no %q: %q", want, got)
+			}
+		}
+	})
+	t.Run("memodb", func(t *testing.T) {
+		t.Parallel()
+		bin := requireNngcat(t)
+		srv, url := startMemodb(t, "--memodb-heartbeat", "1s")
+		wait := nngcatReq(t, bin, url, memocodec.AppendReady(nil, []string{"listed-memodb"}))
+		waitUntil(t, e2eWaitTimeout, "the MemoDB worker in gearadmin --workers", func() (bool, string) {
+			out := runGearadmin(t, srv.port, "--workers").stdout
+			return regexp.MustCompile(`(?m)^-1 memodb worker-\d+ : listed-memodb$`).MatchString(out), out
+		})
+		decodeReply(t, wait(), memocodec.Heartbeat) // its READY answered once idle for the heartbeat time
+	})
 }

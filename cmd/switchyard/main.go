@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -196,14 +195,6 @@ func run(args []string) int {
 		cfg.KeepaliveCount = o.KeepaliveCount
 	}
 	cfg.TLS = tlsConfig
-	// The controller starts after Gearman; its workers join "workers" then.
-	var ctlWorkers atomic.Pointer[controller.Server]
-	cfg.MoreWorkers = func(dst []byte) []byte {
-		if c := ctlWorkers.Load(); c != nil {
-			return c.AppendWorkers(dst)
-		}
-		return dst
-	}
 	// The stored jobs are back before any port opens: no submit can take
 	// an id or a unique that a stored job holds.
 	if n, err := s.Replay(); err != nil {
@@ -240,7 +231,6 @@ func run(args []string) int {
 	}
 	if csrv != nil {
 		others = append(others, frontend{"controller", csrv})
-		ctlWorkers.Store(csrv)
 		countConns("controller", csrv.Conns)
 	}
 	var dsrv *dwork.Server
@@ -276,6 +266,24 @@ func run(args []string) int {
 		}
 		others = append(others, frontend{"http", hsrv})
 		countConns("http", hsrv.Conns)
+	}
+	// The other protocols' workers join Gearman's "workers" listing, after
+	// its own connections: "status" counts them all.
+	var listers []func([]byte) []byte
+	if psrv != nil {
+		listers = append(listers, psrv.AppendWorkers)
+	}
+	if csrv != nil {
+		listers = append(listers, csrv.AppendWorkers)
+	}
+	if msrv != nil {
+		listers = append(listers, msrv.AppendWorkers)
+	}
+	cfg.MoreWorkers = func(dst []byte) []byte {
+		for _, l := range listers {
+			dst = l(dst)
+		}
+		return dst
 	}
 	srv = gearman.New(cfg, s, log)
 	if err := srv.Start(); err != nil {
