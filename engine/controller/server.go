@@ -28,6 +28,7 @@ import (
 
 	codec "switchyard/codec/controller"
 	"switchyard/engine/listen"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -403,17 +404,10 @@ func (s *Server) AppendWorkers(dst []byte) []byte {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.id, a.id) })
+	var id []byte
 	for _, w := range ws {
-		dst = append(dst, "-1 unix:"...)
-		dst = append(dst, w.sock...)
-		dst = append(dst, " worker-"...)
-		dst = strconv.AppendUint(dst, w.id, 10)
-		dst = append(dst, " :"...)
-		for _, f := range s.cfg.Funcs {
-			dst = append(dst, ' ')
-			dst = append(dst, f...)
-		}
-		dst = append(dst, '\n')
+		id = strconv.AppendUint(append(id[:0], "worker-"...), w.id, 10)
+		dst = workerline.Append(dst, -1, "unix:"+w.sock, id, s.cfg.Funcs)
 	}
 	return dst
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -236,24 +237,11 @@ func (s *Server) appendWorkers(dst []byte) []byte {
 	var fns []string
 	for i := len(conns) - 1; i >= 0; i-- {
 		c := conns[i]
-		dst = strconv.AppendInt(dst, int64(c.fd), 10)
-		dst = append(dst, ' ')
-		dst = append(dst, c.ip...)
-		dst = append(dst, ' ')
-		if id := c.id(); id != nil {
-			dst = append(dst, id...)
-		} else {
-			dst = append(dst, '-')
-		}
-		dst = append(dst, " :"...)
+		fns = fns[:0]
 		if w := c.workerRef(); w != nil {
-			fns = w.Abilities(fns[:0])
-			for _, f := range fns {
-				dst = append(dst, ' ')
-				dst = append(dst, f...)
-			}
+			fns = w.Abilities(fns)
 		}
-		dst = append(dst, '\n')
+		dst = workerline.Append(dst, c.fd, c.ip, c.id(), fns)
 	}
 	if s.cfg.MoreWorkers != nil {
 		dst = s.cfg.MoreWorkers(dst)

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+
+	"switchyard/engine/workerline"
 )
 
 // AppendWorkers appends a line for every MemoDB worker known to dst, in
@@ -21,16 +23,11 @@ func (s *Server) AppendWorkers(dst []byte) []byte {
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.key, a.key) })
 	var fns []string
+	var id []byte
 	for _, w := range ws {
-		dst = append(dst, "-1 memodb worker-"...)
-		dst = strconv.AppendUint(dst, uint64(w.key), 10)
-		dst = append(dst, " :"...)
 		fns = w.sw.Abilities(fns[:0])
-		for _, f := range fns {
-			dst = append(dst, ' ')
-			dst = append(dst, f...)
-		}
-		dst = append(dst, '\n')
+		id = strconv.AppendUint(append(id[:0], "worker-"...), uint64(w.key), 10)
+		dst = workerline.Append(dst, -1, "memodb", id, fns)
 	}
 	return dst
 }

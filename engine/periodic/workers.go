@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"net"
 	"slices"
-	"strconv"
 
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -28,16 +28,8 @@ func (s *Server) AppendWorkers(dst []byte) []byte {
 		if w == nil {
 			continue // a client, or a connection before its handshake
 		}
-		dst = strconv.AppendInt(dst, int64(cn.fd), 10)
-		dst = append(dst, ' ')
-		dst = append(dst, cn.peer...)
-		dst = append(dst, " - :"...)
 		fns = w.Abilities(fns[:0])
-		for _, f := range fns {
-			dst = append(dst, ' ')
-			dst = append(dst, f...)
-		}
-		dst = append(dst, '\n')
+		dst = workerline.Append(dst, cn.fd, cn.peer, "", fns)
 	}
 	return dst
 }
