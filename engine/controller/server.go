@@ -14,11 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -398,16 +398,11 @@ func (s *Server) forget(w *worker) {
 // connection of its own to the server.
 func (s *Server) AppendWorkers(dst []byte) []byte {
 	s.mu.Lock()
-	ws := make([]*worker, 0, len(s.workers))
-	for _, w := range s.workers {
-		ws = append(ws, w)
-	}
+	ws := slices.Collect(maps.Values(s.workers))
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.id, a.id) })
-	var id []byte
 	for _, w := range ws {
-		id = strconv.AppendUint(append(id[:0], "worker-"...), w.id, 10)
-		dst = workerline.Append(dst, -1, "unix:"+w.sock, id, s.cfg.Funcs)
+		dst = workerline.AppendNumbered(dst, "unix:"+w.sock, w.id, s.cfg.Funcs)
 	}
 	return dst
 }

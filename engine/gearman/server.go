@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"runtime"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	codec "switchyard/codec/gearman"
 	"switchyard/engine/listen"
 	"switchyard/engine/tlsgate"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -320,11 +322,11 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		// Accepted before the listeners closed, or they could not be.
 		return nil, gnet.Close
 	}
-	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: remoteIP(c.RemoteAddr())}
+	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: workerline.Peer(c.RemoteAddr(), c.LocalAddr())}
 	cn.ps.MaxSize = s.cfg.MaxPacket
 	if p := tlsgate.PeerOf(c); p != nil {
 		// A TLS connection: gnet's end is a socketpair, the peer is there.
-		cn.tls, cn.ip = p, remoteIP(p.RemoteAddr())
+		cn.tls, cn.ip = p, workerline.Peer(p.RemoteAddr(), nil)
 	}
 	cn.exceptions.Store(s.cfg.Exceptions)
 	c.SetContext(cn)
@@ -373,10 +375,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 // snapshot returns the open connections ordered by fd, for "workers".
 func (s *Server) snapshot() []*conn {
 	s.mu.Lock()
-	out := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		out = append(out, c)
-	}
+	out := slices.Collect(maps.Keys(s.conns))
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b *conn) int { return cmp.Compare(a.fd, b.fd) })
 	return out
@@ -385,16 +384,5 @@ func (s *Server) snapshot() []*conn {
 func (s *Server) shutdown(graceful bool) {
 	if s.cfg.Shutdown != nil {
 		go s.cfg.Shutdown(graceful)
-	}
-}
-
-func remoteIP(a net.Addr) string {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.IP.String()
-	case nil:
-		return "-"
-	default:
-		return a.String()
 	}
 }

@@ -2,8 +2,8 @@ package memodb
 
 import (
 	"cmp"
+	"maps"
 	"slices"
-	"strconv"
 
 	"switchyard/engine/workerline"
 )
@@ -16,18 +16,13 @@ import (
 // worker-ID : SERVICE ...", ID the number its 4-byte id holds.
 func (s *Server) AppendWorkers(dst []byte) []byte {
 	s.mu.Lock()
-	ws := make([]*worker, 0, len(s.workers))
-	for _, w := range s.workers {
-		ws = append(ws, w)
-	}
+	ws := slices.Collect(maps.Values(s.workers))
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.key, a.key) })
 	var fns []string
-	var id []byte
 	for _, w := range ws {
 		fns = w.sw.Abilities(fns[:0])
-		id = strconv.AppendUint(append(id[:0], "worker-"...), uint64(w.key), 10)
-		dst = workerline.Append(dst, -1, "memodb", id, fns)
+		dst = workerline.AppendNumbered(dst, "memodb", uint64(w.key), fns)
 	}
 	return dst
 }

@@ -35,7 +35,7 @@ type conn struct {
 	kind   byte
 	worker *sched.Worker // made at a worker's handshake; written under mu, for listings
 	fd     int           // for listings
-	peer   string        // for listings, see peerName
+	peer   string        // for listings, see workerline.Peer
 	msg    codec.Message
 	out    []byte // replies built during one event, written at its end
 	need   int    // bytes the next frame needs before parsing again

@@ -19,6 +19,7 @@ import (
 	codec "switchyard/codec/periodic"
 	"switchyard/engine/listen"
 	"switchyard/engine/source"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -189,7 +190,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.draining.Load() {
 		return nil, gnet.Close
 	}
-	cn := &conn{srv: s, c: c, lp: s.loopOf(c), need: codec.HeaderSize, fd: c.Fd(), peer: peerName(c.RemoteAddr(), c.LocalAddr())}
+	cn := &conn{srv: s, c: c, lp: s.loopOf(c), need: codec.HeaderSize, fd: c.Fd(), peer: workerline.Peer(c.RemoteAddr(), c.LocalAddr())}
 	c.SetContext(cn)
 	s.mu.Lock()
 	s.conns[cn] = struct{}{}

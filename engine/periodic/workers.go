@@ -2,7 +2,7 @@ package periodic
 
 import (
 	"cmp"
-	"net"
+	"maps"
 	"slices"
 
 	"switchyard/engine/workerline"
@@ -11,15 +11,13 @@ import (
 
 // AppendWorkers appends a line for every Periodic worker connection to
 // dst, in the form of Gearman's "workers" admin listing (FD IP CLIENT-ID :
-// FUNC ...), highest fd first as Gearman's own lines: the scheduler's worker counts take
-// in every protocol's workers, and so does that listing. Periodic has no
-// client id ("-"); a unix socket's peer is "unix:PATH" of the socket.
+// FUNC ...), highest fd first as Gearman's own lines: the scheduler's
+// worker counts take in every protocol's workers, and so does that
+// listing. Periodic has no client id ("-"); a unix socket's peer is
+// "unix:PATH" of the socket (workerline.Peer).
 func (s *Server) AppendWorkers(dst []byte) []byte {
 	s.mu.Lock()
-	ws := make([]*conn, 0, len(s.conns))
-	for cn := range s.conns {
-		ws = append(ws, cn)
-	}
+	ws := slices.Collect(maps.Keys(s.conns))
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *conn) int { return cmp.Compare(b.fd, a.fd) })
 	var fns []string
@@ -40,21 +38,4 @@ func (cn *conn) workerRef() *sched.Worker {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.worker
-}
-
-// peerName is how a listing names a connection's peer: its IP, or the
-// unix socket it came in on.
-func peerName(remote, local net.Addr) string {
-	switch a := remote.(type) {
-	case *net.TCPAddr:
-		return a.IP.String()
-	case *net.UnixAddr:
-		if l, ok := local.(*net.UnixAddr); ok && (a.Name == "" || a.Name == "@") { // an unbound peer
-			return "unix:" + l.Name
-		}
-		return "unix:" + a.Name
-	case nil:
-		return "-"
-	}
-	return remote.String()
 }

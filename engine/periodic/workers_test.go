@@ -1,7 +1,6 @@
 package periodic
 
 import (
-	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -51,23 +50,5 @@ func TestAppendWorkers(t *testing.T) {
 			t.Fatalf("the closed worker still listed: %q", ts.AppendWorkers(nil))
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-func TestPeerName(t *testing.T) {
-	for _, tc := range []struct {
-		remote, local net.Addr
-		want          string
-	}{
-		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5}, nil, "10.0.0.1"},
-		{&net.TCPAddr{IP: net.IPv6loopback}, nil, "::1"},
-		{&net.UnixAddr{Net: "unix"}, &net.UnixAddr{Name: "/run/p.sock", Net: "unix"}, "unix:/run/p.sock"},
-		{&net.UnixAddr{Name: "@", Net: "unix"}, &net.UnixAddr{Name: "/run/p.sock", Net: "unix"}, "unix:/run/p.sock"},
-		{&net.UnixAddr{Name: "@peer", Net: "unix"}, nil, "unix:@peer"},
-		{nil, nil, "-"},
-	} {
-		if got := peerName(tc.remote, tc.local); got != tc.want {
-			t.Errorf("peerName(%v, %v) = %q, want %q", tc.remote, tc.local, got, tc.want)
-		}
 	}
 }

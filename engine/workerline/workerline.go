@@ -3,7 +3,10 @@
 // "FD IP CLIENT-ID : FUNC ...", that gearadmin and monitoring tools parse.
 package workerline
 
-import "strconv"
+import (
+	"net"
+	"strconv"
+)
 
 // Append appends one line: fd (-1 for a worker with no connection of its
 // own), the peer, the client id ("-" if empty) and the functions.
@@ -23,4 +26,30 @@ func Append[ID ~string | ~[]byte](dst []byte, fd int, peer string, id ID, funcs 
 		dst = append(dst, f...)
 	}
 	return append(dst, '\n')
+}
+
+// AppendNumbered appends the line of a worker with no connection of its
+// own to the server (a controller's, a MemoDB one): fd -1, and worker-N
+// for its client id.
+func AppendNumbered(dst []byte, peer string, n uint64, funcs []string) []byte {
+	var b [32]byte
+	return Append(dst, -1, peer, strconv.AppendUint(append(b[:0], "worker-"...), n, 10), funcs)
+}
+
+// Peer is how a listing names a connection's peer: its IP, or for a unix
+// socket the peer's name, or the socket it came in on (local) if the peer
+// has none; "-" if unknown.
+func Peer(remote, local net.Addr) string {
+	switch a := remote.(type) {
+	case *net.TCPAddr:
+		return a.IP.String()
+	case *net.UnixAddr:
+		if l, ok := local.(*net.UnixAddr); ok && (a.Name == "" || a.Name == "@") { // an unbound peer
+			return "unix:" + l.Name
+		}
+		return "unix:" + a.Name
+	case nil:
+		return "-"
+	}
+	return remote.String()
 }
