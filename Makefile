@@ -1,6 +1,8 @@
 GO      ?= go
 BIN     := bin/switchyard
 PKGS    := ./...
+# VERSION is the release, read from the one place it is written.
+VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
 .PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean
 

@@ -31,9 +31,6 @@ import (
 	"switchyard/sched/sqlite"
 )
 
-// version is switchyard's own; "version" on the admin port reports it.
-const version = "0.1.0"
-
 // drainTimeout bounds how long shutdown waits for replies to be written.
 const drainTimeout = 5 * time.Second
 
@@ -55,7 +52,7 @@ func run(args []string) int {
 		usage(os.Stdout)
 		return 0
 	case o.Version:
-		fmt.Printf("switchyard %s (gearmand 1.1.20 compatible)\n", version)
+		fmt.Println(versionLine())
 		return 0
 	}
 	if o.Daemon {
