@@ -63,6 +63,7 @@ func (p protocolRow) MarshalJSON() ([]byte, error) {
 
 type overview struct {
 	Version   string        `json:"version"`
+	Revision  string        `json:"revision"`
 	State     string        `json:"state"`
 	Uptime    float64       `json:"uptime"`
 	Functions int           `json:"functions"`
@@ -107,7 +108,7 @@ func failedOf(c *sched.Counts) uint64 { return c[sched.EventFailed] + c[sched.Ev
 func (s *Server) serveOverview(w http.ResponseWriter, _ *http.Request) {
 	ss := s.sampler.samples()
 	now := time.Now()
-	o := overview{Version: s.cfg.Version, State: s.stateName(), Uptime: now.Sub(s.started).Seconds(),
+	o := overview{Version: s.cfg.Version, Revision: s.cfg.Revision, State: s.stateName(), Uptime: now.Sub(s.started).Seconds(),
 		Functions: s.cfg.Sched.NumFuncs(), Jobs: s.cfg.Sched.Len(), Running: s.cfg.Sched.Running(),
 		Rates: rates{num(math.NaN()), num(math.NaN()), num(math.NaN())},
 		Wait:  quantilesOf(&sched.Histogram{}), Run: quantilesOf(&sched.Histogram{})}

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"runtime"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ var (
 
 // switchyard's own.
 var (
+	descBuild      = prometheus.NewDesc("switchyard_build_info", "The running binary: its release, the git commit it was built from (+dirty: with uncommitted changes) and its Go version. Always 1.", []string{"version", "revision", "goversion"}, nil)
 	descFunctions  = prometheus.NewDesc("switchyard_functions", "Functions known: with jobs, workers or an admin setting, or idle for less than --function-ttl.", nil, nil)
 	descConns      = prometheus.NewDesc("switchyard_connections", "Open connections, by protocol.", []string{"protocol"}, nil)
 	descQueueWait  = prometheus.NewDesc("switchyard_job_queue_wait_seconds", "How long jobs waited in their queue before a worker took them: each attempt, from the submit, the due time, or the requeue.", nil, nil)
@@ -43,7 +45,7 @@ var eventDescs = [sched.NumEvents]*prometheus.Desc{
 type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descVersion, descFunctions,
+	for _, d := range []*prometheus.Desc{descUp, descVersion, descBuild, descFunctions,
 		descConns, descQueueWait, descRunTime, descStoreBytes, descStoreSync} {
 		ch <- d
 	}
@@ -57,6 +59,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := prometheus.GaugeValue
 	ch <- prometheus.MustNewConstMetric(descUp, gauge, 1)
 	ch <- prometheus.MustNewConstMetric(descVersion, gauge, 1, s.cfg.Version)
+	ch <- prometheus.MustNewConstMetric(descBuild, gauge, 1, s.cfg.Version, s.cfg.Revision, runtime.Version())
 
 	ch <- prometheus.MustNewConstMetric(descFunctions, gauge, float64(s.cfg.Sched.NumFuncs()))
 

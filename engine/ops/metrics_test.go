@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestMetrics(t *testing.T) {
 	sc := sched.New(sched.Config{Tick: -1, Latency: true})
 	defer sc.Close()
 	names := map[sched.Source]string{1: "one", 2: "two"}
-	srv := startOps(t, Config{Sched: sc, Version: "9.9.9",
+	srv := startOps(t, Config{Sched: sc, Version: "9.9.9", Revision: "abc123+dirty",
 		Protocol: func(src sched.Source) string { return names[src] },
 		Store: func() StoreStats {
 			var h sched.Histogram
@@ -85,6 +86,7 @@ func TestMetrics(t *testing.T) {
 	}{
 		{"gearman_up", nil, 1},
 		{"gearman_version_info", []string{"version=9.9.9"}, 1},
+		{"switchyard_build_info", []string{"version=9.9.9", "revision=abc123+dirty", "goversion=" + runtime.Version()}, 1},
 		{"gearman_jobs", []string{"function=resize"}, 2},
 		{"gearman_jobs_running", []string{"function=resize"}, 1},
 		{"gearman_jobs_waiting", []string{"function=resize"}, 1},

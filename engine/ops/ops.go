@@ -35,8 +35,9 @@ import (
 // Config says what the endpoints report on.
 type Config struct {
 	Sched *sched.Sched
-	// Version is the server's, reported as gearman_version_info.
-	Version string
+	// Version is the server's, reported as gearman_version_info and
+	// switchyard_build_info; Revision is the commit it was built from.
+	Version, Revision string
 	// Protocol names a sched.Source for the per-protocol counters; ""
 	// for a number no frontend uses.
 	Protocol func(sched.Source) string

@@ -99,7 +99,7 @@ async function refreshOverview() {
     $("state").className = "state down";
     return;
   }
-  $("version").textContent = "version " + o.version;
+  $("version").textContent = "version " + o.version + (o.revision ? " (" + o.revision.slice(0, 12) + ")" : "");
   $("state").textContent = o.state;
   $("state").className = "state " + o.state;
   $("uptime").textContent = fmtUptime(o.uptime);
