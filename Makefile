@@ -10,8 +10,10 @@ all: build
 
 # CGO_ENABLED=0: Pebble, the durable queue, would otherwise compile C
 # (zstd, its block cache's allocator); the server needs no C at all.
+# -buildvcs=auto stamps the git commit into the binary (-V, the metrics)
+# even where GOFLAGS says -buildvcs=false.
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/switchyard
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN) ./cmd/switchyard
 
 run: build
 	./$(BIN) --verbose INFO -l stderr

@@ -601,7 +601,7 @@ func TestE2EHTTPGearmanWorker(t *testing.T) {
 	gearman := requireTool(t, "gearman")
 	s := startHTTPServer(t, serverBinary(t))
 	// The log names the port the kernel picked for --http-port 0.
-	re := regexp.MustCompile(`\shttp listening\s+\{"addr": "` + regexp.QuoteMeta(s.http) + `"\}`)
+	re := regexp.MustCompile(`\slistening\s+\{.*"http": \["` + regexp.QuoteMeta(s.http) + `"\]`)
 	waitUntil(t, e2eWaitTimeout, "an http listening line naming "+s.http, func() (bool, string) {
 		out := s.proc.stderr.String()
 		return re.MatchString(out), out

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,8 @@ func TestE2EMetrics(t *testing.T) {
 		{"switchyard_job_run_seconds", nil, 4},
 		{"gearman_up", nil, 1},
 		{"gearman_version_info", []string{"version=" + version}, 1},
+		// The binary the test built in this git checkout knows its commit.
+		{"switchyard_build_info", []string{"version=" + version, "revision=" + gitRevision(t), "goversion=" + runtime.Version()}, 1},
 	} {
 		if v, ok := got.Value(c.name, c.labels...); !ok || v != c.want {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, v, ok, c.want)
@@ -172,7 +175,7 @@ func TestE2EMetricsStore(t *testing.T) {
 func TestE2EMetricsListen(t *testing.T) {
 	t.Parallel()
 	srv, _ := startServerPorts(t, 1, "--metrics-listen", "off")
-	if strings.Contains(srv.stderr.String(), "metrics listening") {
+	if strings.Contains(srv.stderr.String(), `"metrics":`) {
 		t.Errorf("metrics listening with --metrics-listen off:\n%s", srv.stderr)
 	}
 
@@ -197,15 +200,16 @@ func TestStartOpsDefaultTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	core, logs := observer.New(zap.WarnLevel)
-	srv, err := startOps(taken.Addr().String(), false, nil, nil, zap.New(core))
-	if srv != nil || err != nil {
-		t.Fatalf("startOps on a taken default: %v, %v", srv, err)
+	// At the notice level, which --verbose's default (ERROR) shows.
+	core, logs := observer.New(noticeLevel)
+	s := &server{log: zap.New(core)}
+	if err := s.startOps(taken.Addr().String(), false, nil); s.ops != nil || err != nil {
+		t.Fatalf("startOps on a taken default: %v, %v", s.ops, err)
 	}
-	if logs.FilterMessageSnippet("metrics endpoints are off").Len() != 1 {
-		t.Errorf("no warning: %v", logs.All())
+	if logs.FilterMessageSnippet("metrics is off").Len() != 1 {
+		t.Errorf("no notice: %v", logs.All())
 	}
-	if _, err := startOps(taken.Addr().String(), true, nil, nil, zap.New(core)); err == nil {
+	if err := s.startOps(taken.Addr().String(), true, nil); err == nil {
 		t.Error("startOps on a taken explicit address: no error")
 	}
 }
@@ -253,7 +257,7 @@ func TestE2EMetricsHTTP(t *testing.T) {
 	srv, _ := startServerPorts(t, 3, "-r", "http", "--http-port", "0", "--metrics-listen", "127.0.0.1:0")
 	// Three listeners: the log lines say which is which.
 	addrOf := func(what string) string {
-		re := regexp.MustCompile(`\s` + what + ` listening\s+\{"addr": "([^"]+)"\}`)
+		re := regexp.MustCompile(`\slistening\s+\{.*"` + what + `": \["([^"]+)"\]`)
 		var addr string
 		waitUntil(t, e2eWaitTimeout, "a "+what+" listening line", func() (bool, string) {
 			out := srv.stderr.String()

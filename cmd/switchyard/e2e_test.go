@@ -100,7 +100,8 @@ func serverBinary(t *testing.T) string {
 		out := filepath.Join(dir, "switchyard")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, "switchyard/cmd/switchyard")
+		// -buildvcs=auto as make build: the binary knows its commit.
+		cmd := exec.CommandContext(ctx, goTool(), "build", "-buildvcs=auto", "-o", out, "switchyard/cmd/switchyard")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build: no C
 		if b, err := cmd.CombinedOutput(); err != nil {
 			e2eBinError = fmt.Errorf("go build switchyard/cmd/switchyard: %v\n%s", err, b)
@@ -510,6 +511,17 @@ type bgProc struct {
 
 func startProc(t *testing.T, stdin string, name string, args ...string) *bgProc {
 	t.Helper()
+	return startProcDir(t, "", stdin, name, args...)
+}
+
+// startProcIn is startProc in the working directory dir, with no input.
+func startProcIn(t *testing.T, dir string, name string, args ...string) *bgProc {
+	t.Helper()
+	return startProcDir(t, dir, "", name, args...)
+}
+
+func startProcDir(t *testing.T, dir, stdin string, name string, args ...string) *bgProc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), e2eProcTimeout)
 	p := &bgProc{
 		name:   name + " " + strings.Join(args, " "),
@@ -519,6 +531,7 @@ func startProc(t *testing.T, stdin string, name string, args ...string) *bgProc 
 		done:   make(chan struct{}),
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout = p.stdout
 	cmd.Stderr = p.stderr
@@ -866,7 +879,7 @@ func TestE2EListeningLineNamesPort(t *testing.T) {
 		t.Fatalf("listening on %s", srv.addr)
 	}
 	// The line comes after the port opens; poll for it.
-	re := regexp.MustCompile(`\slistening\s+\{"addrs": \["` + regexp.QuoteMeta(srv.addr) + `"\]`)
+	re := regexp.MustCompile(`\snotice\s+listening\s+\{"gearman": \["` + regexp.QuoteMeta(srv.addr) + `"\]`)
 	waitUntil(t, e2eWaitTimeout, "a listening line naming "+srv.addr, func() (bool, string) {
 		out := srv.stderr.String()
 		return re.MatchString(out), out

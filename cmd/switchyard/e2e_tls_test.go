@@ -57,7 +57,7 @@ func startTLSServer(t *testing.T, f tlsFiles) (srv *serverProc, tlsAddr, plainAd
 	requireTool(t, "openssl")
 	srv = launchServer(t, bin, "--plain-port", "0",
 		"--ssl", "--ssl-ca-file", f.ca, "--ssl-certificate", f.cert, "--ssl-key", f.key)
-	re := regexp.MustCompile(`\slistening\s+\{"addrs": \["([^"]+)", "([^"]+)"\], "tls": \["([^"]+)"\]`)
+	re := regexp.MustCompile(`\slistening\s+\{"gearman": \["([^"]+)", "([^"]+)"\], "tls": \["([^"]+)"\]`)
 	var m []string
 	waitUntil(t, e2eWaitTimeout, "the listening line", func() (bool, string) {
 		out := srv.stderr.String()

@@ -76,22 +76,24 @@ const (
 	defaultVerbose   = "ERROR"
 	defaultLogFile   = "stderr"
 	defaultQueueType = "durable"
-	defaultDataDir   = "./switchyard-data"
-	defaultFsync     = "batch"
+	// defaultDataDir holds one directory per Gearman port (see
+	// dataDirPath).
+	defaultDataDir = "switchyard-data"
+	defaultFsync   = "batch"
 	// defaultShutdownTimeout is how long "shutdown graceful" waits for
 	// running jobs.
 	defaultShutdownTimeout = 30 * time.Second
-	// defaultPeriodicListen is the real Periodic server's TCP port.
-	defaultPeriodicListen = "tcp://0.0.0.0:5000"
+	// The other protocols' default ports, on -L's address: the real
+	// Periodic server's, dwork's hub's (its ROUTER socket), memodb-broker's
+	// (its REP socket).
+	defaultPeriodicPort = "5000"
+	defaultDworkPort    = "6125"
+	defaultMemodbPort   = "12703"
 	// defaultControllerSocket is the Worker–Controller main socket; the
 	// workers' sockets go beside it.
 	defaultControllerSocket = "/run/switchyard/controller.sock"
 	defaultControllerFunc   = "controller"
-	// defaultDworkListen is the port dwork's hub binds (its ROUTER socket).
-	defaultDworkListen = "tcp://*:6125"
-	defaultDworkFunc   = "dwork"
-	// defaultMemodbListen is memodb-broker's usual URL (its REP socket).
-	defaultMemodbListen = memodb.DefaultListen
+	defaultDworkFunc        = "dwork"
 	// defaultHTTPPort is gearmand's HTTP protocol module's.
 	defaultHTTPPort = "8080"
 	// defaultMetricsListen is gearman-exporter's default address.
@@ -133,7 +135,7 @@ type options struct {
 	SqliteDB          string        // --libsqlite3-db: the database file of -q libsqlite3
 	SqliteTable       string        // --libsqlite3-table, default gearman_queue
 	StoreOnShutdown   bool          // --store-queue-on-shutdown: -q libsqlite3 writes its table only at shutdown
-	DataDir           string        // --data-dir (ours): where the durable queue lives
+	DataDir           string        // --data-dir (ours): where the durable queue lives; "" = defaultDataDir/PORT
 	Fsync             string        // --fsync (ours): always, batch or never
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
 	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
@@ -141,16 +143,17 @@ type options struct {
 	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
-	PeriodicListen    []string      // --periodic-listen (ours, repeatable): tcp://HOST:PORT or unix:///path; nil = defaultPeriodicListen; empty = off
+	PeriodicListen    []string      // --periodic-listen (ours, repeatable): tcp://HOST:PORT or unix:///path; nil = defaultPeriodicPort on -L's address; empty = off
 	ControllerSocket  string        // --controller-socket (ours): the Worker–Controller main socket; "" = defaultControllerSocket; "off"
 	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
-	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkListen; empty = off
+	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkPort on -L's address; empty = off
 	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
-	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbListen; empty = off
+	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbPort on -L's address (127.0.0.1 without -L); empty = off
 	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
 	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
 	HTTP              bool          // -r/--protocol http: serve gearmand's HTTP protocol on HTTPPort
 	HTTPPort          string        // --http-port, default "8080"; normalised like Port when HTTP is on, kept as given otherwise (gearmand ignores it then)
+	HTTPPortGiven     bool          // --http-port was given: a port that cannot be bound is then an error, not the protocol off
 	HTTPTimeout       time.Duration // --http-timeout (ours): how long a foreground HTTP request waits for its result; 0 = as long as the job takes; default 10m
 	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
@@ -268,7 +271,7 @@ var optTable = []*optDef{
 		help: "Log file to write errors and information to. If the log-file parameter is specified as 'stderr', then output will go to stderr. If 'none', then no logfile will be generated. (gearmand's default is /var/log/gearmand.log.)",
 		set:  setLogFile},
 	{long: "listen", short: 'L', value: true, group: gGeneral,
-		help: "Address the server should listen on. Default is INADDR_ANY.",
+		help: "Address the server should listen on. Default is INADDR_ANY. It is also the address of every other protocol's TCP listener whose address is not given (Periodic, dwork, MemoDB, HTTP); the metrics endpoints stay on 127.0.0.1 unless --metrics-listen says otherwise.",
 		set:  setString(func(o *options) *string { return &o.Listen })},
 	{long: "pid-file", short: 'P', value: true, group: gGeneral,
 		help: "File to write process ID out to. Default is to write none. (gearmand's default is /var/gearmand.pid.)",
@@ -279,8 +282,8 @@ var optTable = []*optDef{
 	{long: "round-robin", short: 'R', group: gGeneral,
 		help: "Assign work in round-robin order per worker connection. The default is to assign work in the order of functions added by the worker.",
 		set:  setBool(func(o *options) *bool { return &o.RoundRobin })},
-	{long: "data-dir", value: true, dflt: defaultDataDir, group: gGeneral,
-		help: "Directory of the durable queue (-q durable); made if missing. switchyard only.",
+	{long: "data-dir", value: true, dflt: defaultDataDir + "/PORT", group: gGeneral,
+		help: "Directory of the durable queue (-q durable); made if missing. The default is relative to the working directory and named after the -p port, so that servers on different ports never share a queue. One server at a time holds a directory. switchyard only.",
 		set:  setString(func(o *options) *string { return &o.DataDir })},
 	{long: "fsync", value: true, dflt: defaultFsync, group: gGeneral,
 		help: "When the durable queue forces writes to disk: 'batch' (one fsync for every job that arrived meanwhile, before they are acknowledged), 'always' (one fsync per job) or 'never' (the kernel decides; a machine crash may lose acknowledged jobs). switchyard only.",
@@ -328,8 +331,8 @@ var optTable = []*optDef{
 		set: setBool(func(o *options) *bool { return &o.CheckArgs })},
 
 	{long: "http-port", value: true, dflt: defaultHTTPPort, group: gHTTP,
-		help: "Port to listen on, a number or a service name, with -r http; on the address of -L/--listen.",
-		set:  setString(func(o *options) *string { return &o.HTTPPort })},
+		help: "Port to listen on, a number or a service name, with -r http; on the address of -L/--listen. If the default port cannot be used, the protocol is off, with a notice; a port given here must work.",
+		set:  setHTTPPort},
 	{long: "http-timeout", value: true, dflt: "10m", group: gHTTP,
 		help: "How long a foreground HTTP request waits for its job's result before it is answered 504 and left to run without it: seconds, or a duration such as 90s, 10m, 1h. 0 waits as long as the job takes, as gearmand does. switchyard only.",
 		set:  setHTTPTimeout},
@@ -379,26 +382,26 @@ var optTable = []*optDef{
 	{long: "mysql-db", value: true, group: gMySQL, help: "Ignored.", ignored: noQueue},
 	{long: "mysql-table", value: true, dflt: "gearman_queue", group: gMySQL, help: "Ignored.", ignored: noQueue},
 
-	{long: "periodic-listen", value: true, multi: true, dflt: defaultPeriodicListen, group: gPeriodic,
-		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
+	{long: "periodic-listen", value: true, multi: true, dflt: "tcp://0.0.0.0:" + defaultPeriodicPort, group: gPeriodic,
+		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. The default is port " + defaultPeriodicPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
 		set:  setPeriodicListen},
 
 	{long: "controller-socket", value: true, dflt: defaultControllerSocket, group: gCtl,
-		help: "The Worker-Controller protocol's main socket, or 'off'. Its directory is made if missing and holds the workers' sockets (WORKER_ID.sock); stale ones are removed at start. If the default path cannot be used, the protocol is off, with a warning.",
+		help: "The Worker-Controller protocol's main socket, or 'off'. Its directory is made if missing and holds the workers' sockets (WORKER_ID.sock); stale ones are removed at start. If the default path cannot be used (no /run/switchyard for this user, another switchyard on it), the protocol is off, with a notice; a path given here must work.",
 		set:  setControllerSocket},
 	{long: "controller-func", value: true, multi: true, dflt: defaultControllerFunc, group: gCtl,
 		help: "A function that Worker-Controller workers serve: its jobs, from any protocol, are pushed to them as tasks. Give it again for more.",
 		set:  setControllerFunc},
 
-	{long: "dwork-listen", value: true, multi: true, dflt: defaultDworkListen, group: gDwork,
-		help: "Serve dwork's hub protocol (a ZeroMQ ROUTER socket) on tcp://HOST:PORT; HOST * is every address, PORT * or 0 one the kernel picks. Give it again for more addresses, or 'off' for none.",
+	{long: "dwork-listen", value: true, multi: true, dflt: "tcp://*:" + defaultDworkPort, group: gDwork,
+		help: "Serve dwork's hub protocol (a ZeroMQ ROUTER socket) on tcp://HOST:PORT; HOST * is every address, PORT * or 0 one the kernel picks. Give it again for more addresses, or 'off' for none. The default is port " + defaultDworkPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
 		set:  setDworkListen},
 	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
 		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
 		set:  setDworkFunc},
 
-	{long: "memodb-listen", value: true, multi: true, dflt: defaultMemodbListen, group: gMemodb,
-		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'memodb listening' log line names. Give it again for more addresses, or 'off' for none.",
+	{long: "memodb-listen", value: true, multi: true, dflt: "tcp://127.0.0.1:" + defaultMemodbPort, group: gMemodb,
+		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
 		set:  setMemodbListen},
 	{long: "memodb-queue-timeout", value: true, dflt: "10s", group: gMemodb,
 		help: "How long a MemoDB client's job waits for a worker before it is dropped (its request is not answered, and the client sends it again): seconds, or a duration such as 500ms, 1m.",
@@ -408,7 +411,7 @@ var optTable = []*optDef{
 		set:  setMemodbDuration("memodb-heartbeat", func(o *options) *time.Duration { return &o.MemodbHeartbeat })},
 
 	{long: "metrics-listen", value: true, dflt: defaultMetricsListen, group: gMetrics,
-		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'metrics listening' log line names. If the default address is taken, they are off, with a warning; an address given explicitly must work.",
+		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'listening' log line names. They stay on 127.0.0.1 whatever -L says. If the default address cannot be used, they are off, with a notice; an address given here must work.",
 		set:  setMetricsListen},
 }
 
@@ -493,6 +496,11 @@ func setPort(s *parseState, v string) error {
 	}
 	s.o.Port = p
 	s.portSet = true
+	return nil
+}
+
+func setHTTPPort(s *parseState, v string) error {
+	s.o.HTTPPort, s.o.HTTPPortGiven = v, true
 	return nil
 }
 
@@ -1033,7 +1041,6 @@ func defaultOptions() *options {
 		KeepaliveInterval: -1,
 		KeepaliveCount:    -1,
 		QueueType:         defaultQueueType,
-		DataDir:           defaultDataDir,
 		Fsync:             defaultFsync,
 		SqliteTable:       sqlite.DefaultTable,
 		ConfigFile:        defaultConfigFile,

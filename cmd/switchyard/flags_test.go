@@ -70,7 +70,7 @@ func TestDefaults(t *testing.T) {
 	exp := &options{
 		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
-		QueueType: "durable", DataDir: "./switchyard-data", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
+		QueueType: "durable", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
 		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute,
@@ -97,10 +97,10 @@ func TestParseArgs(t *testing.T) {
 		// -r http and its options.
 		{"-r http", []string{"-r", "http"}, nil, want(func(o *options) { o.HTTP = true })},
 		{"--protocol=http", []string{"--protocol=http"}, nil, want(func(o *options) { o.HTTP = true })},
-		{"-rhttp --http-port", []string{"-rhttp", "--http-port", "8081"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort = true, "8081" })},
-		{"http port service name", []string{"-r", "http", "--http-port=http-alt"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort = true, "8080" })},
-		{"http port 0", []string{"-r", "http", "--http-port=0"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort = true, "0" })},
-		{"http port without -r http", []string{"--http-port", "x"}, nil, want(func(o *options) { o.HTTPPort = "x" })},
+		{"-rhttp --http-port", []string{"-rhttp", "--http-port", "8081"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort, o.HTTPPortGiven = true, "8081", true })},
+		{"http port service name", []string{"-r", "http", "--http-port=http-alt"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort, o.HTTPPortGiven = true, "8080", true })},
+		{"http port 0", []string{"-r", "http", "--http-port=0"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort, o.HTTPPortGiven = true, "0", true })},
+		{"http port without -r http", []string{"--http-port", "x"}, nil, want(func(o *options) { o.HTTPPort, o.HTTPPortGiven = "x", true })},
 		{"--http-timeout seconds", []string{"--http-timeout", "90"}, nil, want(func(o *options) { o.HTTPTimeout = 90 * time.Second })},
 		{"--http-timeout duration", []string{"--http-timeout=1h"}, nil, want(func(o *options) { o.HTTPTimeout = time.Hour })},
 		{"--http-timeout 0", []string{"--http-timeout=0"}, nil, want(func(o *options) { o.HTTPTimeout = 0 })},

@@ -8,23 +8,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
-	"switchyard/engine/controller"
-	"switchyard/engine/dwork"
-	"switchyard/engine/gearhttp"
-	"switchyard/engine/gearman"
-	"switchyard/engine/memodb"
 	"switchyard/engine/ops"
-	"switchyard/engine/periodic"
 	"switchyard/engine/source"
 	"switchyard/sched"
 	"switchyard/sched/durable"
@@ -38,11 +29,19 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// Signals, as gearmand 1.1.20 takes them: SIGTERM and SIGINT stop at once
+// (writing what is owed), SIGHUP reopens the log file, SIGUSR1 and SIGUSR2
+// are ignored. Go's default for all but the first two would end the process.
+var (
+	stopSignals   = []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	ignoreSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2}
+)
+
 func run(args []string) int {
 	o, err := parseArgs(args, os.Getenv)
 	if err != nil {
 		// As gearmand: the program as invoked, its message, status 1.
-		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
+		stderrf("%v", err)
 		return 1
 	}
 	switch {
@@ -62,377 +61,365 @@ func run(args []string) int {
 			return de.ExitCode() // the child failed to start; it said why
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "switchyard: daemon: %v\n", err)
+			stderrf("daemon: %v", err)
 			return 1
 		}
 		if !child {
 			return 0
 		}
 	}
+	// The signals before anything else: from here on a SIGHUP never ends
+	// the process, and a SIGTERM during the start still means a clean exit.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, stopSignals...)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	signal.Ignore(ignoreSignals...)
+
 	log, err := newLogger(o.LogFile, o.Verbose)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "switchyard: log file: %v\n", err)
+		stderrf("log file: %v", err)
 		return 1
 	}
-	defer log.Sync()
+	defer log.close()
+	go func() {
+		for range hup {
+			log.reopen()
+		}
+	}()
 	for _, w := range o.Warnings {
 		log.Warn(w)
 	}
-	if err := setFileLimit(o.FileDescriptors); err != nil {
-		log.Error("file descriptor limit", zap.Error(err))
+
+	srv := &server{o: o, log: log.Logger, admin: make(chan bool, 1)}
+	defer srv.close() // every path: what started stops, the pid file goes
+	if err := srv.start(); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		if o.LogFile != "stderr" {
+			stderrf("cannot start: %v", err) // where whoever started it looks
+		}
 		return 1
 	}
+	srv.wait(stop)
+	srv.close()
+	notice(log.Logger, "shutdown complete")
+	return 0
+}
 
-	// The TLS files first: a server that cannot start leaves no store behind.
+// server is the running process: the scheduler, its store, the operator
+// endpoints and the frontends, and how to undo each.
+type server struct {
+	o     *options
+	log   *zap.Logger
+	sched *sched.Sched
+	ops   *ops.Server // nil when --metrics-listen is off or its default was taken
+	// running are the frontends started, in the table's order.
+	running []running
+	// undo is what start did, undone in reverse by close.
+	undo []func()
+	// admin carries the admin command "shutdown" (false) or "shutdown
+	// graceful" (true).
+	admin chan bool
+}
+
+type running struct {
+	p     *protocol
+	f     frontend
+	addrs []string
+}
+
+// start brings the server up in the order that keeps every promise: the
+// TLS files first (a server that cannot start leaves no store behind); the
+// store, and the jobs it kept back in the scheduler, before any port opens
+// (no submit can take an id or a unique a stored job holds); the operator
+// endpoints before the frontends (they report on the start); Gearman's port
+// last. Whatever fails, close undoes what was done.
+func (s *server) start() error {
+	o := s.o
+	if err := setFileLimit(o.FileDescriptors); err != nil {
+		return fmt.Errorf("file descriptor limit: %w", err)
+	}
 	var tlsConfig *tls.Config
 	if o.SSL {
+		var err error
 		if tlsConfig, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			return 1
+			return err
 		}
 	}
 	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload,
+		FunctionTTL: o.FunctionTTL, Release: gearmanRelease,
 		Latency: o.MetricsListen != "off"} // the histograms are only read there
-	var st *durable.Store
-	var storeStats func() ops.StoreStats
-	switch o.QueueType {
-	case "durable":
-		if st, err = openStore(o.DataDir, o.Fsync); err != nil {
-			log.Error("cannot open the job store", zap.Error(err))
-			return 1
-		}
-		defer st.Close() // after the scheduler's Close below: last
-		scfg.Store = st
-		storeStats = func() ops.StoreStats {
-			d := st.Stats()
-			return ops.StoreStats{Bytes: d.DiskBytes, Syncs: d.Syncs, SyncSeconds: d.SyncSeconds, SyncBuckets: d.SyncBuckets}
-		}
-		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
-	case "libsqlite3":
-		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
-			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
-		if err != nil {
-			log.Error("cannot open the job store", zap.Error(err))
-			fmt.Fprintf(os.Stderr, "switchyard: Error while initializing the queue : libsqlite3: %v\n", err)
-			return 1
-		}
-		defer func() {
-			if err := sq.Close(); err != nil {
-				log.Error("job store", zap.Error(err))
-			}
-		}()
-		scfg.Store = sq
-		storeStats = func() ops.StoreStats {
-			q := sq.Stats()
-			n, sum, buckets := ops.Cumulative(&q.Commits)
-			return ops.StoreStats{Bytes: q.DiskBytes, Syncs: n, SyncSeconds: sum, SyncBuckets: buckets}
-		}
-		log.Info("job store", zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
-			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
+	storeStats, err := s.openQueue(&scfg)
+	if err != nil {
+		return err
 	}
-	s := sched.New(scfg)
-	defer s.Close()
-	// The metrics listener first: it reports on the start too.
-	var mon *ops.Server
+	s.sched = sched.New(scfg)
+	s.defer_(s.sched.Close)
 	if o.MetricsListen != "off" {
 		addr := cmp.Or(o.MetricsListen, defaultMetricsListen)
-		if mon, err = startOps(addr, o.MetricsListen != "", s, storeStats, log); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			return 1
+		if err := s.startOps(addr, o.MetricsListen != "", storeStats); err != nil {
+			return err
 		}
 	}
-	if mon != nil {
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-			defer cancel()
-			mon.Stop(ctx)
-		}()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.defer_(cancel)
+	go returnMemory(ctx, s.sched.Len, time.Second)
+	if st, ok := scfg.Store.(*durable.Store); ok {
+		go watchStore(ctx, st, s.log)
 	}
-	countConns := func(protocol string, open func() int) {
-		if mon != nil {
-			mon.AddConns(ops.Conns{Protocol: protocol, Open: open})
-		}
+	n, err := s.sched.Replay()
+	if err != nil {
+		return fmt.Errorf("cannot load the stored jobs: %w", err)
 	}
-	ctx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
-	go returnMemory(ctx, s.Len, time.Second)
-	if st != nil {
-		go watchStore(ctx, st, log)
+	if scfg.Store != nil {
+		notice(s.log, "jobs restored", zap.Int("jobs", n))
 	}
 
-	stop := make(chan bool, 1) // true: graceful
-	plain, secure := gearmanAddrs(o)
-	cfg := gearman.Config{
-		Addrs:        plain,
-		TLSAddrs:     secure,
-		Loops:        o.Threads,
-		HandlePrefix: o.JobHandlePrefix,
-		Exceptions:   o.Exceptions,
-		MaxPacket:    int(o.MaxPacket),
-		Keepalive:    o.Keepalive,
-		Version:      version,
-		Verbose:      o.Verbose,
-	}
+	e := &env{o: o, sched: s.sched, log: s.log, tls: tlsConfig, workers: s.moreWorkers}
 	if o.AdminShutdown {
-		cfg.Shutdown = func(graceful bool) {
+		e.shutdown = func(graceful bool) {
 			select {
-			case stop <- graceful:
+			case s.admin <- graceful:
 			default:
 			}
 		}
 	}
-	if o.KeepaliveIdle > 0 {
-		cfg.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
-	}
-	if o.KeepaliveInterval > 0 {
-		cfg.KeepaliveInterval = time.Duration(o.KeepaliveInterval) * time.Second
-	}
-	if o.KeepaliveCount > 0 {
-		cfg.KeepaliveCount = o.KeepaliveCount
-	}
-	cfg.TLS = tlsConfig
-	// The stored jobs are back before any port opens: no submit can take
-	// an id or a unique that a stored job holds.
-	if n, err := s.Replay(); err != nil {
-		log.Error("cannot load the stored jobs", zap.Error(err))
-		return 1
-	} else if n > 0 {
-		log.Info("jobs restored", zap.Int("jobs", n))
-	}
-	// Listen for signals before the port opens, so that a SIGTERM sent as
-	// soon as we accept connections still means a clean exit.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	// The other protocols' frontends first, Gearman's last: once the
-	// Gearman port answers, every listener is up (scripts and tests wait on
-	// that port). Each is stopped before Gearman's.
-	var srv *gearman.Server
-	var others []frontend
-	var psrv *periodic.Server
-	if addrs := periodicAddrs(o); len(addrs) > 0 {
-		psrv = periodic.New(periodic.Config{Addrs: addrs, Loops: o.Threads}, s, log)
-		if err := psrv.Start(); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			stopServers(srv, others, log)
-			return 1
+	for i := range protocols {
+		if err := s.startFrontend(&protocols[i], e); err != nil {
+			return err
 		}
-		others = append(others, frontend{"periodic", psrv})
-		countConns("periodic", psrv.Conns)
 	}
-	csrv, err := startController(o, s, int(o.MaxPacket), log)
-	if err != nil {
-		log.Error("cannot start", zap.Error(err))
-		stopServers(srv, others, log)
-		return 1
-	}
-	if csrv != nil {
-		others = append(others, frontend{"controller", csrv})
-		countConns("controller", csrv.Conns)
-	}
-	var dsrv *dwork.Server
-	if addrs := dworkAddrs(o); len(addrs) > 0 {
-		dsrv = dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(o.DworkFunc, defaultDworkFunc)}, s, log)
-		if err := dsrv.Start(); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			stopServers(srv, others, log)
-			return 1
-		}
-		others = append(others, frontend{"dwork", dsrv})
-		countConns("dwork", dsrv.Conns)
-	}
-	var msrv *memodb.Server
-	if addrs := memodbAddrs(o); len(addrs) > 0 {
-		msrv = memodb.New(memodb.Config{Addrs: addrs, QueueTimeout: o.MemodbQueue, Heartbeat: o.MemodbHeartbeat,
-			MaxMessage: int(min(o.MaxPacket, maxMemodbMessage))}, s, log)
-		if err := msrv.Start(); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			stopServers(srv, others, log)
-			return 1
-		}
-		others = append(others, frontend{"memodb", msrv})
-		countConns("memodb", msrv.Conns)
-	}
-	var hsrv *gearhttp.Server
-	if o.HTTP {
-		hsrv = gearhttp.New(httpConfig(o, cfg), s, log)
-		if err := hsrv.Start(); err != nil {
-			log.Error("cannot start", zap.Error(err))
-			stopServers(srv, others, log)
-			return 1
-		}
-		others = append(others, frontend{"http", hsrv})
-		countConns("http", hsrv.Conns)
-	}
-	// The other protocols' workers join Gearman's "workers" listing, after
-	// its own connections: "status" counts them all.
-	var listers []func([]byte) []byte
-	if psrv != nil {
-		listers = append(listers, psrv.AppendWorkers)
-	}
-	if csrv != nil {
-		listers = append(listers, csrv.AppendWorkers)
-	}
-	if msrv != nil {
-		listers = append(listers, msrv.AppendWorkers)
-	}
-	cfg.MoreWorkers = func(dst []byte) []byte {
-		for _, l := range listers {
-			dst = l(dst)
-		}
-		return dst
-	}
-	srv = gearman.New(cfg, s, log)
-	if err := srv.Start(); err != nil {
-		log.Error("cannot start", zap.Error(err))
-		srv = nil
-		stopServers(srv, others, log)
-		return 1
-	}
-	countConns("gearman", srv.Conns)
 	if err := dropPrivileges(o.User); err != nil {
-		log.Error("cannot switch user", zap.String("user", o.User), zap.Error(err))
-		return 1
+		return fmt.Errorf("cannot switch to user %s: %w", o.User, err)
 	}
 	if err := writePidFile(o.PidFile); err != nil {
-		log.Error("cannot write pid file", zap.String("path", o.PidFile), zap.Error(err))
-		return 1
+		return fmt.Errorf("cannot write pid file %s: %w", o.PidFile, err)
 	}
-	defer removePidFile(o.PidFile)
-	if o.Daemon {
-		daemonReady() // the parent may exit now
+	s.defer_(func() { removePidFile(o.PidFile) })
+	daemonReady() // the parent may exit now
+	s.logListeners()
+	if s.ops != nil {
+		s.ops.SetReady(true) // jobs replayed, every listener open
 	}
-	// The bound addresses, not the configured ones: with -p 0 the kernel
-	// picks the port, and this line is where a person or a script finds it.
-	log.Info("listening", append(listenFields(srv), zap.String("version", version))...)
-	if mon != nil {
-		mon.SetReady(true) // jobs replayed, every listener open
-	}
-	if psrv != nil {
-		log.Info("periodic listening", zap.Stringers("addrs", psrv.Addrs()))
-	}
-	if csrv != nil {
-		log.Info("controller listening", zap.String("socket", csrv.Socket()))
-	}
-	if dsrv != nil {
-		log.Info("dwork listening", zap.Stringers("addrs", dsrv.Addrs()), zap.String("func", dsrv.Func()))
-	}
-	if msrv != nil {
-		log.Info("memodb listening", zap.Strings("addrs", msrv.Addrs()))
-	}
-	if hsrv != nil {
-		log.Info("http listening", zap.Stringer("addr", hsrv.Addr()))
-	}
+	return nil
+}
 
+// defer_ adds f to what close undoes.
+func (s *server) defer_(f func()) { s.undo = append(s.undo, f) }
+
+// close undoes what start did, in reverse: the frontends (each given
+// drainTimeout to write what it owes), the operator endpoints, the
+// scheduler, the store, the pid file. A second call does nothing.
+func (s *server) close() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = nil
+}
+
+// startFrontend starts one protocol by the listen rule: an address the
+// operator gave must work, and a default one that cannot be used turns the
+// protocol off with a notice, so that a second server on one machine comes
+// up with what is free.
+func (s *server) startFrontend(p *protocol, e *env) error {
+	addrs, explicit := p.listen(s.o)
+	if len(addrs) == 0 {
+		return nil // off by its option
+	}
+	f, bound, err := p.start(e, addrs)
+	if err != nil {
+		if explicit {
+			return err
+		}
+		notice(s.log, p.name+" is off: its default address cannot be used (give "+p.flag+" an address, or off)",
+			zap.Strings("addrs", addrs), zap.Error(err))
+		return nil
+	}
+	s.running = append(s.running, running{p: p, f: f, addrs: bound})
+	s.defer_(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		defer cancel()
+		if err := f.Stop(ctx); err != nil {
+			s.log.Warn("stop "+p.name, zap.Error(err))
+		}
+	})
+	if s.ops != nil {
+		s.ops.AddConns(ops.Conns{Protocol: p.name, Open: f.Conns})
+	}
+	return nil
+}
+
+// moreWorkers lists the other protocols' workers after Gearman's own
+// connections in "workers": "status" counts them all.
+func (s *server) moreWorkers(dst []byte) []byte {
+	for _, r := range s.running {
+		if r.p.workers != nil {
+			dst = r.p.workers(r.f)(dst)
+		}
+	}
+	return dst
+}
+
+// logListeners is the one line, at every log level, that names every
+// listener: the bound addresses, not the configured ones (with port 0 the
+// kernel picks the port, and this line is where a person or a script
+// finds it).
+func (s *server) logListeners() {
+	fields := make([]zap.Field, 0, len(s.running)+4)
+	for _, r := range s.running {
+		fields = append(fields, zap.Strings(r.p.name, r.addrs))
+		if r.p.name == "gearman" && s.o.SSL {
+			fields = append(fields, zap.Strings("tls", r.addrs[:1]))
+		}
+	}
+	if s.ops != nil {
+		fields = append(fields, zap.Strings("metrics", []string{s.ops.Addr().String()}))
+	}
+	fields = append(fields, zap.String("version", version), zap.Int("pid", os.Getpid()))
+	notice(s.log, "listening", fields...)
+}
+
+// wait serves until a signal or the admin command says to stop.
+func (s *server) wait(stop <-chan os.Signal) {
 	select {
-	case got := <-sig:
-		log.Info("shutting down", zap.String("signal", got.String()))
-		if mon != nil {
-			mon.SetReady(false)
-		}
-	case graceful := <-stop:
-		log.Info("shutting down on admin request", zap.Bool("graceful", graceful))
-		if mon != nil {
-			mon.SetReady(false) // a load balancer stops sending new work here
-		}
+	case got := <-stop:
+		notice(s.log, "shutting down", zap.String("signal", got.String()))
+	case graceful := <-s.admin:
+		notice(s.log, "shutting down on admin request", zap.Bool("graceful", graceful))
 		if graceful {
-			for _, f := range others {
-				f.srv.Drain()
+			if s.ops != nil {
+				s.ops.SetReady(false) // a load balancer stops sending new work here
 			}
-			finishRunningJobs(srv, o.ShutdownTimeout, sig, stop, log)
+			s.drain(stop)
 		}
 	}
-	stopServers(srv, others, log)
-	log.Info("shutdown complete")
-	return 0
-}
-
-// frontend is a protocol's server beside Gearman's.
-type frontend struct {
-	name string
-	srv  interface {
-		Drain()
-		Stop(context.Context) error
+	if s.ops != nil {
+		s.ops.SetReady(false)
 	}
 }
 
-// stopServers closes every frontend, each given drainTimeout to write what
-// it owes; srv is nil if Gearman's never started.
-func stopServers(srv *gearman.Server, others []frontend, log *zap.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+// drain is "shutdown graceful": every frontend stops taking connections
+// and handing out work, and Gearman's, the last, waits until the running
+// jobs have finished and their results are written, for at most
+// --shutdown-timeout. A signal or a plain "shutdown" meanwhile cuts it
+// short, as either would stop a running server.
+func (s *server) drain(stop <-chan os.Signal) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
 	defer cancel()
-	for _, f := range others {
-		if err := f.srv.Stop(ctx); err != nil {
-			log.Warn("stop "+f.name, zap.Error(err))
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for _, r := range s.running {
+			if err = r.f.Drain(ctx); err != nil {
+				break
+			}
 		}
-	}
-	if srv == nil {
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				s.log.Warn("stopping with jobs still running", zap.Stringer("shutdown-timeout", s.o.ShutdownTimeout))
+			} else {
+				notice(s.log, "no job running")
+			}
+			return
+		case got := <-stop:
+			notice(s.log, "stopping at once", zap.String("signal", got.String()))
+		case graceful := <-s.admin:
+			if graceful {
+				continue // already draining
+			}
+			notice(s.log, "stopping at once on admin request")
+		}
+		cancel()
+		<-done // Stop must not run concurrently with Drain
 		return
 	}
-	if err := srv.Stop(ctx); err != nil {
-		log.Warn("stop", zap.Error(err))
-	}
 }
 
-// startOps serves the metrics endpoints on addr. The default address is
-// best effort: where it is taken (another switchyard, gearman-exporter),
-// they are off with a warning; an address given explicitly must work.
-func startOps(addr string, explicit bool, s *sched.Sched, store func() ops.StoreStats, log *zap.Logger) (*ops.Server, error) {
-	srv := ops.New(ops.Config{Sched: s, Version: version, Protocol: source.Name, Store: store, Log: log})
+// startOps serves the operator endpoints, by the listen rule: the default
+// address (loopback, whatever -L says) is best effort, since another
+// switchyard or a gearman-exporter may hold it; an address given must work.
+func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStats) error {
+	srv := ops.New(ops.Config{Sched: s.sched, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
-			return nil, fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("metrics: %w", err)
 		}
-		log.Warn("the metrics endpoints are off: their default address cannot be used (see --metrics-listen)", zap.Error(err))
-		return nil, nil
+		notice(s.log, "metrics is off: its default address cannot be used (give --metrics-listen an address, or off)",
+			zap.String("addr", addr), zap.Error(err))
+		return nil
 	}
-	log.Info("metrics listening", zap.Stringer("addr", srv.Addr()))
-	return srv, nil
+	s.ops = srv
+	s.defer_(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	return nil
 }
 
-// startController serves the Worker–Controller protocol unless
-// --controller-socket is off. The default path is best effort: where it
-// cannot be made (no /run/switchyard for this user), the protocol is off
-// with a warning; a path given explicitly must work.
-func startController(o *options, s *sched.Sched, maxExtra int, log *zap.Logger) (*controller.Server, error) {
-	path := o.ControllerSocket
-	if path == "off" {
-		return nil, nil
-	}
-	explicit := path != ""
-	if !explicit {
-		path = defaultControllerSocket
-	}
-	funcs := o.ControllerFuncs
-	if funcs == nil {
-		funcs = []string{defaultControllerFunc}
-	}
-	c := controller.New(controller.Config{Socket: path, Funcs: funcs, MaxExtra: maxExtra}, s, log)
-	if err := c.Start(); err != nil {
-		if explicit {
+// openQueue opens -q's job store into cfg, and returns how the metrics read
+// it (nil for the builtin queue).
+func (s *server) openQueue(cfg *sched.Config) (func() ops.StoreStats, error) {
+	o := s.o
+	switch o.QueueType {
+	case "durable":
+		dir, err := dataDirPath(o)
+		if err != nil {
 			return nil, err
 		}
-		log.Warn("the Worker-Controller protocol is off: its default socket cannot be used (see --controller-socket)", zap.Error(err))
-		return nil, nil
+		lock, err := lockDataDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.defer_(lock.unlock) // after the store is closed: last
+		st, err := openStore(dir, o.Fsync)
+		if err != nil {
+			return nil, fmt.Errorf("cannot open the job store: %w", err)
+		}
+		s.defer_(func() { st.Close() })
+		cfg.Store = st
+		notice(s.log, "job store", zap.String("queue", "durable"), zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
+		return func() ops.StoreStats {
+			d := st.Stats()
+			return ops.StoreStats{Bytes: d.DiskBytes, Syncs: d.Syncs, SyncSeconds: d.SyncSeconds, SyncBuckets: d.SyncBuckets}
+		}, nil
+	case "libsqlite3":
+		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
+			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
+		if err != nil {
+			stderrf("Error while initializing the queue : libsqlite3: %v", err) // gearmand's words
+			return nil, fmt.Errorf("cannot open the job store: %w", err)
+		}
+		s.defer_(func() {
+			if err := sq.Close(); err != nil {
+				s.log.Error("job store", zap.Error(err))
+			}
+		})
+		cfg.Store = sq
+		notice(s.log, "job store", zap.String("queue", "libsqlite3"), zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
+			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
+		return func() ops.StoreStats {
+			q := sq.Stats()
+			n, sum, buckets := ops.Cumulative(&q.Commits)
+			return ops.StoreStats{Bytes: q.DiskBytes, Syncs: n, SyncSeconds: sum, SyncBuckets: buckets}
+		}, nil
 	}
-	return c, nil
+	notice(s.log, "job store", zap.String("queue", "builtin"))
+	return nil, nil
 }
 
-// openStore opens the durable queue in dir, making the directory if need
-// be. A store that exists but cannot be read is an error naming it.
+// openStore opens the durable queue in dir, which exists. A store that
+// exists but cannot be read is an error naming it.
 func openStore(dir, fsync string) (*durable.Store, error) {
 	mode, err := durable.ParseSync(fsync)
 	if err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
-		return nil, err
-	}
-	return durable.Open(abs, mode)
+	return durable.Open(dir, mode)
 }
 
 // watchStore logs the job store's failure (a full disk), once: clients
@@ -444,123 +431,5 @@ func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
 		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
 			zap.Error(st.Failure()))
 	case <-ctx.Done():
-	}
-}
-
-// periodicAddrs is where the Periodic frontend listens: the real server's
-// TCP port unless --periodic-listen says otherwise ("off": nowhere).
-func periodicAddrs(o *options) []string {
-	if o.PeriodicListen == nil {
-		return []string{defaultPeriodicListen}
-	}
-	return o.PeriodicListen
-}
-
-// dworkAddrs is where the dwork frontend listens: the real hub's port
-// unless --dwork-listen says otherwise ("off": nowhere).
-func dworkAddrs(o *options) []string {
-	if o.DworkListen == nil {
-		return []string{defaultDworkListen}
-	}
-	return o.DworkListen
-}
-
-// memodbAddrs is where the MemoDB frontend listens: memodb-broker's usual
-// URL unless --memodb-listen says otherwise ("off": nowhere).
-func memodbAddrs(o *options) []string {
-	if o.MemodbListen == nil {
-		return []string{defaultMemodbListen}
-	}
-	return o.MemodbListen
-}
-
-// httpConfig is gearmand's HTTP protocol's configuration (-r http): its
-// port on -L's address, as gearmand binds it, and the Gearman port's job
-// handles, exceptions and TCP keepalive settings.
-func httpConfig(o *options, gcfg gearman.Config) gearhttp.Config {
-	cfg := gearhttp.Config{
-		Addr:         net.JoinHostPort(o.Listen, o.HTTPPort),
-		HandlePrefix: o.JobHandlePrefix,
-		Exceptions:   o.Exceptions,
-		MaxBody:      o.MaxPacket,
-		Timeout:      o.HTTPTimeout,
-		Server:       "switchyard/" + version,
-	}
-	if gcfg.Keepalive {
-		// The defaults of the Gearman port's (gnet's): Linux's idle time,
-		// a fifth of it between probes, five probes.
-		idle := cmp.Or(gcfg.KeepaliveIdle, 2*time.Hour)
-		cfg.KeepAlive = net.KeepAliveConfig{Enable: true, Idle: idle,
-			Interval: cmp.Or(gcfg.KeepaliveInterval, idle/5), Count: cmp.Or(gcfg.KeepaliveCount, 5)}
-	}
-	return cfg
-}
-
-// maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int
-// with room for NNG's header.
-const maxMemodbMessage = 1<<31 - 1<<10
-
-// finishRunningJobs is "shutdown graceful": no new connections and no new
-// work until the running jobs have finished, for at most timeout. A signal
-// or a plain "shutdown" meanwhile cuts it short, as either would stop a
-// running server.
-func finishRunningJobs(srv *gearman.Server, timeout time.Duration, sig <-chan os.Signal, stop <-chan bool, log *zap.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- srv.Drain(ctx) }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				log.Warn("stopping with jobs still running", zap.Stringer("shutdown-timeout", timeout))
-			} else {
-				log.Info("no job running")
-			}
-			return
-		case got := <-sig:
-			log.Info("stopping at once", zap.String("signal", got.String()))
-		case graceful := <-stop:
-			if graceful {
-				continue // already draining
-			}
-			log.Info("stopping at once on admin request")
-		}
-		cancel()
-		<-done // Stop must not run concurrently with Drain
-		return
-	}
-}
-
-// newLogger builds the zap logger for -l/--log-file and --verbose.
-func newLogger(path, verbose string) (*zap.Logger, error) {
-	if path == "none" {
-		return zap.NewNop(), nil
-	}
-	var out zapcore.WriteSyncer = zapcore.Lock(os.Stderr)
-	if path != "stderr" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, err
-		}
-		out = zapcore.Lock(f)
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), out, zapLevel(verboseLevel(verbose)))
-	return zap.New(core), nil
-}
-
-// zapLevel maps gearmand's levels (0 FATAL .. 7 DEBUG) onto zap's.
-func zapLevel(l int) zapcore.Level {
-	switch {
-	case l <= 3: // FATAL ALERT CRITICAL ERROR
-		return zapcore.ErrorLevel
-	case l == 4: // WARNING
-		return zapcore.WarnLevel
-	case l <= 6: // NOTICE INFO
-		return zapcore.InfoLevel
-	default:
-		return zapcore.DebugLevel
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"switchyard/engine/gearman"
 )
 
 // -r http's server takes the Gearman port's address rule, handles,
@@ -30,17 +28,23 @@ func TestHTTPConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := gearman.Config{Keepalive: o.Keepalive}
-		if o.KeepaliveIdle > 0 {
-			g.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
-		}
-		if o.KeepaliveCount > 0 {
-			g.KeepaliveCount = o.KeepaliveCount
-		}
-		c := httpConfig(o, g)
+		addrs, _ := protocolNamed(t, "http").listen(o)
+		c := httpConfig(o, addrs[0])
 		if c.Addr != tc.addr || c.KeepAlive != tc.keepAlive || c.HandlePrefix != "H:x" || !c.Exceptions ||
 			c.MaxBody != 1<<20 || c.Timeout != 5*time.Second || c.Server != "switchyard/"+version {
 			t.Errorf("%q: %+v", tc.args, c)
 		}
 	}
+}
+
+// protocolNamed is the table's row for name.
+func protocolNamed(t *testing.T, name string) *protocol {
+	t.Helper()
+	for i := range protocols {
+		if protocols[i].name == name {
+			return &protocols[i]
+		}
+	}
+	t.Fatalf("no protocol %q", name)
+	return nil
 }

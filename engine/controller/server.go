@@ -232,7 +232,10 @@ func (s *Server) Socket() string { return s.cfg.Socket }
 
 // Drain stops pushing tasks, for a graceful stop: results are still
 // fetched.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain(context.Context) error {
+	s.draining.Store(true)
+	return nil
+}
 
 // Workers is the number of registered workers.
 func (s *Server) Workers() int {

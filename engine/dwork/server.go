@@ -224,7 +224,10 @@ func (s *Server) Func() string { return s.cfg.Func }
 
 // Drain stops handing out tasks, for a graceful stop: Steal answers
 // NotFound; completions, Creates, Lookups and Exits are still served.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain(context.Context) error {
+	s.draining.Store(true)
+	return nil
+}
 
 // Stop closes the socket and every connection, waits for the serving
 // goroutine (at most until ctx ends), and gives back the tasks each

@@ -614,7 +614,7 @@ func TestDrainAndStop(t *testing.T) {
 	c := e.dial()
 	wantType(t, "create", c.do(createReq(task("t1"), task("t2"), task("t3"), task("t4"))), codec.QueryMsg_OK)
 	c.steal(t, "h", 3, "t1", "t2", "t3")
-	e.srv.Drain()
+	e.srv.Drain(context.Background())
 	c.steal(t, "h", 3)
 	wantType(t, "completion while draining", c.do(doneReq("h", "t2")), codec.QueryMsg_OK)
 	ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)

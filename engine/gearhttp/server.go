@@ -145,10 +145,10 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Drain is the graceful half of a shutdown: no new connections; the
 // requests under way go on, and get their jobs' results as workers report
-// them.
-func (s *Server) Drain() {
+// them. It does not wait for them: Stop does.
+func (s *Server) Drain(context.Context) error {
 	if s.hs == nil {
-		return
+		return nil
 	}
 	s.drainOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -160,6 +160,7 @@ func (s *Server) Drain() {
 			close(s.drained)
 		}()
 	})
+	return nil
 }
 
 // Stop closes the listener; requests still waiting for a job are dropped

@@ -682,7 +682,7 @@ func TestStopAndDrain(t *testing.T) {
 	io.WriteString(c, post("run", "", "x"))
 	h, _, _ := w.grab()
 
-	e.srv.Drain()
+	e.srv.Drain(context.Background())
 	// New connections are refused once the listener is closed.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c2, err := net.Dial("tcp", e.http)

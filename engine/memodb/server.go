@@ -251,7 +251,10 @@ func (s *Server) Addrs() []string { return append([]string(nil), s.addrs...) }
 // Drain stops handing out jobs, for a graceful stop: workers are kept
 // waiting (and sent heartbeats), results are still taken, and clients'
 // jobs still queued.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain(context.Context) error {
+	s.draining.Store(true)
+	return nil
+}
 
 // Stop closes the socket (every parked request goes unanswered), gives
 // back the jobs MemoDB workers hold, withdraws the queued jobs of MemoDB

@@ -1,6 +1,7 @@
 package memodb
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -207,7 +208,7 @@ func TestDrain(t *testing.T) {
 	w, c := f.peer(f.dial()), f.peer(f.dial())
 	c.send(job("dr", 0, "before"))
 	w.wantJob(w.ask(ready("dr")), "dr", 0)
-	f.srv.Drain()
+	f.srv.Drain(context.Background())
 	c2 := f.peer(f.dial())
 	c2.send(job("dr", 0, "after"))
 	w.send(result(w.id, "done"))

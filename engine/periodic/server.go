@@ -183,7 +183,10 @@ func (s *Server) Conns() int {
 // Drain stops handing out jobs and closes new connections at once, for a
 // graceful stop: the jobs workers hold may finish, and waiting GRAB_JOBs
 // stay unanswered until the connections close.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain(context.Context) error {
+	s.draining.Store(true)
+	return nil
+}
 
 // OnOpen implements gnet.EventHandler.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {

@@ -403,7 +403,7 @@ func TestDrain(t *testing.T) {
 	w.send("", codec.CanDo, "f")
 	w.send("p", codec.Ping)
 	w.expect("p", codec.Pong)
-	ts.Drain()
+	ts.Drain(context.Background())
 	c.send("1", codec.SubmitJob, jobJSON("f", "n", "", 0))
 	c.expect("1", codec.Success)
 	w.send("g", codec.GrabJob)
