@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Families is a parsed scrape.
@@ -28,7 +29,8 @@ func Scrape(t testing.TB, url string) Families {
 		body, _ := io.ReadAll(resp.Body)
 		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
 	}
-	var p expfmt.TextParser
+	// Prometheus's classic names: what every scraper takes.
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("parse %s: %v", url, err)

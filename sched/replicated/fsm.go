@@ -1,0 +1,298 @@
+package replicated
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"switchyard/sched"
+	"switchyard/sched/durable"
+)
+
+// FSM is the replicated job store's state on every node: each stored job's
+// record by id, and the cluster's metadata (which node leads, where its
+// frontends listen). Raft applies committed entries to it on every node;
+// only the leader's scheduler reads it, once, as it starts (Load). A
+// follower applies entries and runs nothing.
+type FSM struct {
+	mu    sync.RWMutex
+	jobs  map[uint64][]byte
+	bytes int // of the records in jobs
+	meta  map[string][]byte
+
+	applied atomic.Uint64 // the index of the last entry applied
+	// changed is signalled (never blocking) when meta changes.
+	changed chan struct{}
+}
+
+// NewFSM returns an empty state.
+func NewFSM() *FSM {
+	return &FSM{jobs: make(map[uint64][]byte), meta: make(map[string][]byte), changed: make(chan struct{}, 1)}
+}
+
+// Apply applies one committed entry (raft.FSM). Its result, nil or an
+// error, is the leader's ApplyFuture's Response.
+func (f *FSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(l)
+}
+
+// ApplyBatch applies committed entries under one lock (raft.BatchingFSM).
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, l := range logs {
+		out[i] = f.apply(l)
+	}
+	return out
+}
+
+func (f *FSM) apply(l *raft.Log) any {
+	f.applied.Store(l.Index)
+	if l.Type != raft.LogCommand {
+		return nil // configuration changes and no-ops: Raft's own
+	}
+	metaChanged := false
+	err := decodeEntry(l.Data,
+		func(id uint64, rec []byte) {
+			if old, ok := f.jobs[id]; ok {
+				f.bytes -= len(old)
+			}
+			f.jobs[id] = slices.Clone(rec)
+			f.bytes += len(rec)
+		},
+		func(id uint64) {
+			if old, ok := f.jobs[id]; ok {
+				f.bytes -= len(old)
+				delete(f.jobs, id)
+			}
+		},
+		func(key string, val []byte) {
+			if len(val) == 0 {
+				delete(f.meta, key)
+			} else {
+				f.meta[key] = slices.Clone(val)
+			}
+			metaChanged = true
+		})
+	if metaChanged {
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}
+	if err != nil {
+		// Every node refuses the same bytes the same way: the state stays
+		// the same everywhere, and the leader's writer hears of it.
+		return fmt.Errorf("replicated: entry %d: %w", l.Index, err)
+	}
+	return nil
+}
+
+// Load calls fn for every stored job in id order, as a restart of a
+// single node replays its store (see sched.Store).
+func (f *FSM) Load(fn func(*sched.Record) error) error {
+	f.mu.RLock()
+	ids := slices.Sorted(maps.Keys(f.jobs))
+	recs := make([][]byte, len(ids))
+	for i, id := range ids {
+		recs[i] = f.jobs[id] // records are never changed in place: only replaced
+	}
+	f.mu.RUnlock()
+	var r sched.Record
+	for i, id := range ids {
+		if err := durable.DecodeRecord(recs[i], &r); err != nil {
+			return fmt.Errorf("replicated: job %d: %w", id, err)
+		}
+		r.ID = id
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Len is the number of stored jobs; Bytes what their records take.
+func (f *FSM) Len() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.jobs)
+}
+
+// Bytes is the size of the stored records.
+func (f *FSM) Bytes() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.bytes
+}
+
+// Applied is the index of the last entry applied.
+func (f *FSM) Applied() uint64 { return f.applied.Load() }
+
+// Meta is the value of a metadata key, nil if none.
+func (f *FSM) Meta(key string) []byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.meta[key]
+}
+
+// MetaChanged is signalled when a metadata key changes (by an entry or a
+// snapshot): read Meta again.
+func (f *FSM) MetaChanged() <-chan struct{} { return f.changed }
+
+// Snapshot captures the state for Raft (raft.FSM): a copy of the maps,
+// whose records are never changed in place, so Persist can write them
+// while Apply goes on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &snapshot{applied: f.applied.Load(), jobs: maps.Clone(f.jobs), meta: maps.Clone(f.meta)}, nil
+}
+
+// Restore replaces the state with a snapshot's (raft.FSM).
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	applied, jobs, meta, size, err := readSnapshot(bufio.NewReaderSize(rc, 1<<20))
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.jobs, f.meta, f.bytes = jobs, meta, size
+	f.applied.Store(applied)
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// A snapshot's file:
+//
+//	magic "SYRSNAP1"
+//	uvarint index of the last entry applied
+//	uvarint count of jobs, then each: id (8 bytes, big-endian), uvarint
+//	length, record
+//	uvarint count of metadata keys, then each: uvarint length, key,
+//	uvarint length, value
+//
+// Raft's file snapshot store checksums the whole.
+const snapshotMagic = "SYRSNAP1"
+
+type snapshot struct {
+	applied uint64
+	jobs    map[uint64][]byte
+	meta    map[string][]byte
+}
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 1<<20)
+	err := s.write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) write(w *bufio.Writer) error {
+	var buf [binary.MaxVarintLen64 + 8]byte
+	w.WriteString(snapshotMagic)
+	w.Write(binary.AppendUvarint(buf[:0], s.applied))
+	w.Write(binary.AppendUvarint(buf[:0], uint64(len(s.jobs))))
+	for _, id := range slices.Sorted(maps.Keys(s.jobs)) {
+		rec := s.jobs[id]
+		b := binary.BigEndian.AppendUint64(buf[:0], id)
+		w.Write(binary.AppendUvarint(b, uint64(len(rec))))
+		if _, err := w.Write(rec); err != nil {
+			return err
+		}
+	}
+	w.Write(binary.AppendUvarint(buf[:0], uint64(len(s.meta))))
+	for _, k := range slices.Sorted(maps.Keys(s.meta)) {
+		w.Write(binary.AppendUvarint(buf[:0], uint64(len(k))))
+		w.WriteString(k)
+		w.Write(binary.AppendUvarint(buf[:0], uint64(len(s.meta[k]))))
+		if _, err := w.Write(s.meta[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *snapshot) Release() {}
+
+var errSnapshot = errors.New("replicated: snapshot does not decode")
+
+func readSnapshot(r *bufio.Reader) (applied uint64, jobs map[uint64][]byte, meta map[string][]byte, size int, err error) {
+	fail := func(e error) (uint64, map[uint64][]byte, map[string][]byte, int, error) { return 0, nil, nil, 0, e }
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
+		return fail(errSnapshot)
+	}
+	if applied, err = binary.ReadUvarint(r); err != nil {
+		return fail(errSnapshot)
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return fail(errSnapshot)
+	}
+	jobs = make(map[uint64][]byte, min(n, 1<<20))
+	var idb [8]byte
+	for range n {
+		if _, err := io.ReadFull(r, idb[:]); err != nil {
+			return fail(errSnapshot)
+		}
+		rec, err := readChunk(r)
+		if err != nil {
+			return fail(err)
+		}
+		jobs[binary.BigEndian.Uint64(idb[:])] = rec
+		size += len(rec)
+	}
+	if n, err = binary.ReadUvarint(r); err != nil {
+		return fail(errSnapshot)
+	}
+	meta = make(map[string][]byte, min(n, 1024))
+	for range n {
+		k, err := readChunk(r)
+		if err != nil {
+			return fail(err)
+		}
+		v, err := readChunk(r)
+		if err != nil {
+			return fail(err)
+		}
+		meta[string(k)] = v
+	}
+	return applied, jobs, meta, size, nil
+}
+
+// maxChunk bounds one length-prefixed field of a snapshot: a record is at
+// most a job's payload (--max-packet, at most 4 GiB) and its fields.
+const maxChunk = 5 << 30
+
+func readChunk(r *bufio.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > maxChunk {
+		return nil, errSnapshot
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, errSnapshot
+	}
+	return b, nil
+}

@@ -1,0 +1,129 @@
+package replicated
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"switchyard/sched"
+	"switchyard/sched/durable"
+)
+
+func rec(fn, unique, payload string) []byte {
+	return durable.EncodeRecord(&sched.Record{Func: fn, Unique: unique, Payload: []byte(payload)})
+}
+
+func entry(ops ...op) []byte {
+	n, e := build(ops)
+	if n != len(ops) {
+		panic("one entry expected")
+	}
+	return e
+}
+
+func loaded(t *testing.T, f *FSM) map[uint64]string {
+	t.Helper()
+	out := map[uint64]string{}
+	var last uint64
+	if err := f.Load(func(r *sched.Record) error {
+		if r.ID <= last {
+			t.Errorf("Load: id %d after %d", r.ID, last)
+		}
+		last = r.ID
+		out[r.ID] = r.Func + "/" + r.Unique + "=" + string(r.Payload)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestFSMApply(t *testing.T) {
+	f := NewFSM()
+	logs := []*raft.Log{
+		{Index: 1, Type: raft.LogConfiguration, Data: []byte("not ours")},
+		{Index: 2, Type: raft.LogCommand, Data: entry(
+			op{kind: opPut, id: 30, val: rec("f", "u3", "three")},
+			op{kind: opPut, id: 10, val: rec("f", "u1", "one")},
+			op{kind: opPut, id: 20, val: rec("g", "", "two")})},
+		{Index: 3, Type: raft.LogCommand, Data: entry(
+			op{kind: opDelete, id: 20},
+			op{kind: opDelete, id: 99}, // never stored: nothing
+			op{kind: opPut, id: 10, val: rec("f", "u1", "one again")},
+			op{kind: opMeta, val: []byte("leader\x00n1")})},
+	}
+	for i, r := range f.ApplyBatch(logs) {
+		if r != nil {
+			t.Errorf("entry %d: %v", logs[i].Index, r)
+		}
+	}
+	if r := f.Apply(&raft.Log{Index: 4, Type: raft.LogCommand, Data: []byte{7}}); r == nil {
+		t.Error("an entry that does not decode applied without error")
+	}
+	want := map[uint64]string{10: "f/u1=one again", 30: "f/u3=three"}
+	got := loaded(t, f)
+	if len(got) != len(want) || got[10] != want[10] || got[30] != want[30] {
+		t.Errorf("jobs %v, want %v", got, want)
+	}
+	if f.Applied() != 4 || f.Len() != 2 || string(f.Meta("leader")) != "n1" {
+		t.Errorf("applied %d, len %d, meta %q", f.Applied(), f.Len(), f.Meta("leader"))
+	}
+	if want := len(rec("f", "u1", "one again")) + len(rec("f", "u3", "three")); f.Bytes() != want {
+		t.Errorf("bytes %d, want %d", f.Bytes(), want)
+	}
+	select {
+	case <-f.MetaChanged():
+	default:
+		t.Error("no signal of the metadata change")
+	}
+}
+
+// sink is a raft.SnapshotSink into a buffer.
+type sink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *sink) ID() string    { return "test" }
+func (s *sink) Close() error  { return nil }
+func (s *sink) Cancel() error { s.cancelled = true; return nil }
+
+func TestFSMSnapshotRestore(t *testing.T) {
+	f := NewFSM()
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry(
+		op{kind: opPut, id: 1, val: rec("f", "a", "x")}, op{kind: opPut, id: 2, val: rec("f", "b", "")},
+		op{kind: opMeta, val: []byte("leader\x00n2")})})
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Applies after the snapshot are not in it.
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: entry(op{kind: opPut, id: 3, val: rec("f", "c", "y")})})
+	var s sink
+	if err := snap.Persist(&s); err != nil || s.cancelled {
+		t.Fatal(err, s.cancelled)
+	}
+	snap.Release()
+
+	g := NewFSM()
+	g.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry(op{kind: opPut, id: 9, val: rec("old", "", "")})})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	got := loaded(t, g)
+	if len(got) != 2 || got[1] != "f/a=x" || got[2] != "f/b=" || string(g.Meta("leader")) != "n2" {
+		t.Errorf("restored %v, meta %q", got, g.Meta("leader"))
+	}
+	if g.Bytes() != len(rec("f", "a", "x"))+len(rec("f", "b", "")) {
+		t.Errorf("restored bytes %d", g.Bytes())
+	}
+	// A damaged snapshot is refused, whole.
+	for _, cut := range []int{0, 3, len(s.Bytes()) - 1} {
+		h := NewFSM()
+		if err := h.Restore(io.NopCloser(bytes.NewReader(s.Bytes()[:cut]))); err == nil {
+			t.Errorf("a snapshot cut at %d restored", cut)
+		}
+	}
+}

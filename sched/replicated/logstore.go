@@ -1,0 +1,297 @@
+package replicated
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/hashicorp/raft"
+)
+
+// LogStore keeps Raft's log and its stable values (term, vote) in a Pebble
+// database of its own: raft.LogStore, raft.StableStore and
+// raft.CommitTrackingLogStore. Every write is synced before it returns, as
+// Raft requires; Pebble's commit pipeline syncs concurrent writes (the
+// leader's appends, a follower's) together.
+//
+// Keys: 'l' and the index (8 bytes, big-endian) for an entry, so entries
+// sort by index; 's' and the key for a stable value; 'c' for the commit
+// index, written with the entries that follow its staging.
+type LogStore struct {
+	db *pebble.DB
+
+	mu          sync.Mutex // guards first, last and staged
+	first, last uint64
+	staged      uint64 // commit index to write with the next StoreLogs
+}
+
+const (
+	keyLog    = 'l'
+	keyStable = 's'
+	keyCommit = 'c'
+)
+
+// errNotFound is what raft expects of a stable key that is not there (it
+// compares the text).
+var errNotFound = errors.New("not found")
+
+// OpenLogStore opens (or creates) the log in dir.
+func OpenLogStore(dir string) (*LogStore, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, MemTableSize: 32 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("raft log %s: %w", dir, err)
+	}
+	s := &LogStore{db: db}
+	if s.first, err = s.edge(true); err == nil {
+		s.last, err = s.edge(false)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("raft log %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// edge reads the first (or last) index in the log, 0 if it is empty.
+func (s *LogStore) edge(first bool) (uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyLog}, UpperBound: []byte{keyLog + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	ok := it.Last()
+	if first {
+		ok = it.First()
+	}
+	if !ok {
+		return 0, it.Error()
+	}
+	return binary.BigEndian.Uint64(it.Key()[1:]), nil
+}
+
+func logKey(index uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = keyLog
+	binary.BigEndian.PutUint64(k[1:], index)
+	return k
+}
+
+// Close closes the database.
+func (s *LogStore) Close() error { return s.db.Close() }
+
+// FirstIndex is the first index written, 0 for none (raft.LogStore).
+func (s *LogStore) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first, nil
+}
+
+// LastIndex is the last index written, 0 for none (raft.LogStore).
+func (s *LogStore) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, nil
+}
+
+// GetLog reads entry index into l (raft.LogStore).
+func (s *LogStore) GetLog(index uint64, l *raft.Log) error {
+	v, closer, err := s.db.Get(logKey(index))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return raft.ErrLogNotFound
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if err := decodeLog(v, l); err != nil {
+		return fmt.Errorf("raft log entry %d: %w", index, err)
+	}
+	l.Index = index
+	return nil
+}
+
+// StoreLog writes one entry (raft.LogStore).
+func (s *LogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs writes entries, synced, with any staged commit index
+// (raft.LogStore, raft.CommitTrackingLogStore).
+func (s *LogStore) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var buf []byte
+	for _, l := range logs {
+		buf = encodeLog(buf[:0], l)
+		if err := b.Set(logKey(l.Index), buf, nil); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	staged := s.staged
+	s.mu.Unlock()
+	if staged > 0 {
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], staged)
+		if err := b.Set([]byte{keyCommit}, v[:], nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.first == 0 || logs[0].Index < s.first {
+		s.first = logs[0].Index
+	}
+	s.last = max(s.last, logs[len(logs)-1].Index)
+	s.mu.Unlock()
+	return nil
+}
+
+// DeleteRange removes entries min to max, inclusive (raft.LogStore): a
+// prefix the snapshot covers, or a suffix a new leader overrules.
+func (s *LogStore) DeleteRange(lo, hi uint64) error {
+	if err := s.db.DeleteRange(logKey(lo), logKey(hi+1), pebble.Sync); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lo <= s.first {
+		s.first = hi + 1
+	}
+	if hi >= s.last {
+		s.last = lo - 1
+	}
+	if s.first > s.last {
+		s.first, s.last = 0, 0
+	}
+	return nil
+}
+
+// StageCommitIndex notes the commit index, written with the next entries
+// (raft.CommitTrackingLogStore).
+func (s *LogStore) StageCommitIndex(index uint64) error {
+	s.mu.Lock()
+	s.staged = index
+	s.mu.Unlock()
+	return nil
+}
+
+// GetCommitIndex is the commit index written last, at most the last
+// index (raft.CommitTrackingLogStore).
+func (s *LogStore) GetCommitIndex() (uint64, error) {
+	v, closer, err := s.db.Get([]byte{keyCommit})
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, errors.New("raft log: commit index does not decode")
+	}
+	last, _ := s.LastIndex()
+	return min(binary.BigEndian.Uint64(v), last), nil
+}
+
+// Set writes a stable value, synced (raft.StableStore).
+func (s *LogStore) Set(key, val []byte) error {
+	return s.db.Set(append([]byte{keyStable}, key...), val, pebble.Sync)
+}
+
+// Get reads a stable value; a missing one is empty (raft.StableStore).
+func (s *LogStore) Get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(append([]byte{keyStable}, key...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, errNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+// SetUint64 writes a stable number (raft.StableStore).
+func (s *LogStore) SetUint64(key []byte, val uint64) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], val)
+	return s.Set(key, v[:])
+}
+
+// GetUint64 reads a stable number; a missing one is 0 with raft's "not
+// found" (raft.StableStore).
+func (s *LogStore) GetUint64(key []byte) (uint64, error) {
+	v, err := s.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("raft stable value %q does not decode", key)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// An entry's value: uvarint term, type, varint appended-at (unix ns),
+// uvarint length and data, uvarint length and extensions.
+func encodeLog(b []byte, l *raft.Log) []byte {
+	b = binary.AppendUvarint(b, l.Term)
+	b = append(b, byte(l.Type))
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	b = binary.AppendVarint(b, at)
+	b = binary.AppendUvarint(b, uint64(len(l.Data)))
+	b = append(b, l.Data...)
+	b = binary.AppendUvarint(b, uint64(len(l.Extensions)))
+	return append(b, l.Extensions...)
+}
+
+var errLogEntry = errors.New("does not decode")
+
+func decodeLog(b []byte, l *raft.Log) error {
+	term, k := binary.Uvarint(b)
+	if k <= 0 || len(b) < k+1 {
+		return errLogEntry
+	}
+	l.Term, l.Type = term, raft.LogType(b[k])
+	b = b[k+1:]
+	at, k := binary.Varint(b)
+	if k <= 0 {
+		return errLogEntry
+	}
+	l.AppendedAt = time.Time{}
+	if at != 0 {
+		l.AppendedAt = time.Unix(0, at)
+	}
+	data, rest, ok := readBytes(b[k:])
+	if !ok {
+		return errLogEntry
+	}
+	ext, rest, ok := readBytes(rest)
+	if !ok || len(rest) != 0 {
+		return errLogEntry
+	}
+	l.Data = append([]byte(nil), data...)
+	l.Extensions = nil
+	if len(ext) > 0 {
+		l.Extensions = append([]byte(nil), ext...)
+	}
+	return nil
+}
+
+// quietLogger drops Pebble's informational logging; errors reach callers.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}

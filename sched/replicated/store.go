@@ -1,0 +1,245 @@
+// Package replicated is the scheduler's job store in a cluster: the writes
+// the single-node store would make (sched.Store) go through a Raft log, and
+// a job is acknowledged once a majority of the nodes holds its write on
+// disk and the leader has applied it.
+//
+// One goroutine writes, as in sched/durable: everything queued while it
+// was busy becomes one Raft entry (group commit), so a burst of submits
+// costs one round of replication, not one per job. Entries are handed to
+// Raft without waiting, up to inflight of them; a second goroutine waits
+// for each, in order, and answers its writes. Every node applies the
+// committed entries to its FSM; the leader's scheduler reads the FSM once,
+// when it takes over (Load), exactly as a restarted server reads its disk.
+package replicated
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"switchyard/sched"
+	"switchyard/sched/durable"
+	"switchyard/sched/internal/writeq"
+)
+
+// Applier is what the store needs of Raft: *raft.Raft.
+type Applier interface {
+	Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture
+}
+
+// ErrClosed is what writes queued after Close get.
+var ErrClosed = errors.New("replicated: store closed")
+
+const (
+	// maxEntry bounds the bytes of one entry, as durable bounds a batch:
+	// a flood of submits is split, so that no entry holds up the log (and
+	// every follower's disk) for long. A single larger record still goes
+	// in one entry of its own.
+	maxEntry = 1 << 20
+	// inflight bounds the entries handed to Raft and not yet answered.
+	inflight = 64
+	// applyTimeout bounds the wait for Raft to take an entry (not for its
+	// commit: a leader that cannot reach a majority steps down within its
+	// lease, and its entries fail then).
+	applyTimeout = 10 * time.Second
+)
+
+// Store is a sched.Store over Raft. Make one per term of leadership, on
+// the leader; Close it when leadership ends.
+type Store struct {
+	raft  Applier
+	fsm   *FSM
+	queue *writeq.Queue[op]
+	// pending carries entries handed to Raft, in order, to answer.
+	pending chan pending
+	stopped chan struct{}
+
+	entries   atomic.Uint64 // entries committed
+	cancelled atomic.Uint64 // puts not written, their jobs ended in the queue
+}
+
+type op struct {
+	kind opKind
+	id   uint64
+	val  []byte
+	done func(error)
+}
+
+type pending struct {
+	f   raft.ApplyFuture // nil: nothing to write (flushes, cancelled puts)
+	ops []op
+}
+
+// New returns a store writing through r into fsm, which r applies to.
+func New(r Applier, fsm *FSM) *Store {
+	s := &Store{raft: r, fsm: fsm, queue: writeq.New[op](), pending: make(chan pending, inflight),
+		stopped: make(chan struct{})}
+	go s.answer()
+	go s.write()
+	return s
+}
+
+// Encode is a job's record (sched.Store): the single-node store's bytes.
+func (s *Store) Encode(r *sched.Record) []byte { return durable.EncodeRecord(r) }
+
+// Put queues the write of job id's record; done is called once the
+// cluster has committed it, or with why not (sched.Store).
+func (s *Store) Put(id uint64, rec []byte, done func(error)) {
+	s.enqueue(op{kind: opPut, id: id, val: rec, done: done})
+}
+
+// Delete queues the removal of job id (sched.Store).
+func (s *Store) Delete(id uint64) { s.enqueue(op{kind: opDelete, id: id}) }
+
+// Flush calls done once every write queued before it is committed
+// (sched.Store).
+func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done}) }
+
+// SetMeta queues a metadata write (empty val: removal); done as Put's.
+func (s *Store) SetMeta(key string, val []byte, done func(error)) {
+	s.enqueue(op{kind: opMeta, val: append([]byte(key+"\x00"), val...), done: done})
+}
+
+// Load replays the committed jobs (sched.Store). The caller must have
+// waited for the FSM to apply everything committed (Raft's Barrier).
+func (s *Store) Load(fn func(*sched.Record) error) error { return s.fsm.Load(fn) }
+
+// Entries is how many entries this store has had committed.
+func (s *Store) Entries() uint64 { return s.entries.Load() }
+
+func (s *Store) enqueue(o op) {
+	if !s.queue.Push(o) && o.done != nil {
+		go o.done(ErrClosed) // never from within the call that queued it
+	}
+}
+
+// Close stops taking writes, and returns once every write queued has been
+// answered: committed, or failed (a store whose node is no longer the
+// leader fails them all).
+func (s *Store) Close() {
+	s.queue.Close()
+	<-s.stopped
+}
+
+// write is the writer goroutine: it takes everything queued and hands it
+// to Raft as one entry (or several, past maxEntry), without waiting.
+func (s *Store) write() {
+	defer close(s.pending)
+	index := make(map[uint64]int)
+	for {
+		ops, ok := s.queue.Take()
+		if !ok {
+			return
+		}
+		s.cancelled.Add(uint64(cancelEnded(ops, index)))
+		for rest := ops; len(rest) > 0; {
+			n, entry := build(rest)
+			p := pending{ops: rest[:n:n]}
+			if entry != nil {
+				p.f = s.raft.Apply(entry, applyTimeout)
+			}
+			s.pending <- p
+			rest = rest[n:]
+		}
+	}
+}
+
+// build encodes the first ops of a batch into one entry, at least one op
+// and at most maxEntry bytes, and says how many it took; entry is nil when
+// they write nothing.
+func build(ops []op) (n int, entry []byte) {
+	size := 1
+	for _, o := range ops {
+		if o.kind == opPut {
+			size += 9 + 10 + len(o.val)
+		} else {
+			size += 9 + len(o.val)
+		}
+		if size > maxEntry && n > 0 {
+			break
+		}
+		n++
+	}
+	b := make([]byte, 1, min(size, maxEntry+64))
+	b[0] = entryVersion
+	for _, o := range ops[:n] {
+		switch o.kind {
+		case opPut:
+			b = appendPut(b, o.id, o.val)
+		case opDelete:
+			b = appendDelete(b, o.id)
+		case opMeta:
+			key, val := splitMeta(o.val)
+			b = appendMeta(b, key, val)
+		}
+	}
+	if len(b) == 1 {
+		return n, nil
+	}
+	return n, b
+}
+
+func splitMeta(kv []byte) (string, []byte) {
+	for i, c := range kv {
+		if c == 0 {
+			return string(kv[:i]), kv[i+1:]
+		}
+	}
+	return string(kv), nil
+}
+
+// answer waits for each entry in the order handed to Raft and answers its
+// writes. A flush, or a batch that writes nothing, is answered with the
+// outcome of the entry before it: what it promises is that entry's
+// durability.
+func (s *Store) answer() {
+	defer close(s.stopped)
+	var last error
+	for p := range s.pending {
+		err := last
+		if p.f != nil {
+			err = p.f.Error()
+			if err == nil {
+				if r, ok := p.f.Response().(error); ok {
+					err = r
+				}
+			}
+			if err != nil {
+				err = fmt.Errorf("replicated: not committed: %w", err)
+			} else {
+				s.entries.Add(1)
+			}
+			last = err
+		}
+		for _, o := range p.ops {
+			if o.done != nil {
+				o.done(err)
+			}
+		}
+	}
+}
+
+// cancelEnded turns the put of a job that a later delete in the same batch
+// ends into opCancelled, as sched/durable does: a job that has run needs
+// no record. The delete stays, for an earlier record that may exist.
+// index is scratch space, empty between calls.
+func cancelEnded(ops []op, index map[uint64]int) int {
+	n := 0
+	for i := range ops {
+		switch ops[i].kind {
+		case opPut:
+			index[ops[i].id] = i
+		case opDelete:
+			if j, ok := index[ops[i].id]; ok {
+				ops[j].kind, ops[j].val = opCancelled, nil
+				delete(index, ops[i].id)
+				n++
+			}
+		}
+	}
+	clear(index)
+	return n
+}
