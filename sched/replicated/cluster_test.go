@@ -88,7 +88,6 @@ func (c *testCluster) start(nd *testNode, conf raft.Configuration) {
 	}
 	nd.fsm = NewFSM()
 	cfg := testConfig(nd.id)
-	cfg.RestoreCommittedLogs = true
 	if ok, _ := raft.HasExistingState(nd.logs, nd.logs, nd.snaps); !ok && len(conf.Servers) > 0 {
 		if err := raft.BootstrapCluster(cfg, nd.logs, nd.logs, nd.snaps, nd.trans, conf); err != nil {
 			t.Fatal(err)
@@ -310,4 +309,50 @@ func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
 		}
 	}
 	s.Close()
+}
+
+// A node restarted from its directory knows the members, itself among
+// them, so it can stand for election. (hashicorp/raft's
+// RestoreCommittedLogs loses them: see LogStore.)
+func TestRestartedNodeKnowsMembers(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	s := New(l.raft, l.fsm)
+	if acked, _ := putAll(s, 1, 10); len(acked) != 10 {
+		t.Fatalf("%d of 10 acknowledged", len(acked))
+	}
+	s.Close()
+	var f *testNode
+	for _, nd := range c.nodes {
+		if nd != l {
+			f = nd
+			break
+		}
+	}
+	f.raft.Shutdown().Error()
+	f.logs.Close()
+	c.start(f, raft.Configuration{})
+	conf := f.raft.GetConfiguration()
+	if err := conf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(conf.Configuration().Servers); n != 3 {
+		t.Fatalf("the restarted node knows %d members, want 3", n)
+	}
+	// The leader gone, the restarted node and the third elect one of
+	// them, which has every acknowledged job once it has applied the log.
+	c.isolate(l)
+	var rest []*testNode
+	for _, nd := range c.nodes {
+		if nd != l {
+			rest = append(rest, nd)
+		}
+	}
+	nl := c.leader(rest...)
+	if err := nl.raft.Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded(t, nl.fsm); len(got) != 10 {
+		t.Errorf("the new leader holds %d jobs, want 10", len(got))
+	}
 }

@@ -45,6 +45,12 @@ func appendDelete(b []byte, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, id)
 }
 
+// MetaEntry is an entry that sets a metadata key (an empty val removes
+// it), for Raft's Apply.
+func MetaEntry(key string, val []byte) []byte {
+	return appendMeta([]byte{entryVersion}, key, val)
+}
+
 func appendMeta(b []byte, key string, val []byte) []byte {
 	b = append(b, byte(opMeta))
 	b = binary.AppendUvarint(b, uint64(len(key)))

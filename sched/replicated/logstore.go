@@ -12,26 +12,28 @@ import (
 )
 
 // LogStore keeps Raft's log and its stable values (term, vote) in a Pebble
-// database of its own: raft.LogStore, raft.StableStore and
-// raft.CommitTrackingLogStore. Every write is synced before it returns, as
-// Raft requires; Pebble's commit pipeline syncs concurrent writes (the
-// leader's appends, a follower's) together.
+// database of its own: raft.LogStore and raft.StableStore. Every write is
+// synced before it returns, as Raft requires; Pebble's commit pipeline
+// syncs concurrent writes (the leader's appends, a follower's) together.
 //
 // Keys: 'l' and the index (8 bytes, big-endian) for an entry, so entries
-// sort by index; 's' and the key for a stable value; 'c' for the commit
-// index, written with the entries that follow its staging.
+// sort by index; 's' and the key for a stable value.
+//
+// It does not track the commit index (raft.CommitTrackingLogStore): with
+// RestoreCommittedLogs, hashicorp/raft v1.8.0 replays the committed entries
+// at start but skips the configuration changes among them, and a node
+// restarted that way knows no member, itself included, so it can never
+// stand for election.
 type LogStore struct {
 	db *pebble.DB
 
-	mu          sync.Mutex // guards first, last and staged
+	mu          sync.Mutex // guards first and last
 	first, last uint64
-	staged      uint64 // commit index to write with the next StoreLogs
 }
 
 const (
 	keyLog    = 'l'
 	keyStable = 's'
-	keyCommit = 'c'
 )
 
 // errNotFound is what raft expects of a stable key that is not there (it
@@ -116,8 +118,7 @@ func (s *LogStore) GetLog(index uint64, l *raft.Log) error {
 // StoreLog writes one entry (raft.LogStore).
 func (s *LogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs writes entries, synced, with any staged commit index
-// (raft.LogStore, raft.CommitTrackingLogStore).
+// StoreLogs writes entries, synced (raft.LogStore).
 func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -128,16 +129,6 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 	for _, l := range logs {
 		buf = encodeLog(buf[:0], l)
 		if err := b.Set(logKey(l.Index), buf, nil); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	staged := s.staged
-	s.mu.Unlock()
-	if staged > 0 {
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], staged)
-		if err := b.Set([]byte{keyCommit}, v[:], nil); err != nil {
 			return err
 		}
 	}
@@ -171,33 +162,6 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 		s.first, s.last = 0, 0
 	}
 	return nil
-}
-
-// StageCommitIndex notes the commit index, written with the next entries
-// (raft.CommitTrackingLogStore).
-func (s *LogStore) StageCommitIndex(index uint64) error {
-	s.mu.Lock()
-	s.staged = index
-	s.mu.Unlock()
-	return nil
-}
-
-// GetCommitIndex is the commit index written last, at most the last
-// index (raft.CommitTrackingLogStore).
-func (s *LogStore) GetCommitIndex() (uint64, error) {
-	v, closer, err := s.db.Get([]byte{keyCommit})
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	if len(v) != 8 {
-		return 0, errors.New("raft log: commit index does not decode")
-	}
-	last, _ := s.LastIndex()
-	return min(binary.BigEndian.Uint64(v), last), nil
 }
 
 // Set writes a stable value, synced (raft.StableStore).

@@ -98,11 +98,6 @@ func (s *Store) Delete(id uint64) { s.enqueue(op{kind: opDelete, id: id}) }
 // (sched.Store).
 func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done}) }
 
-// SetMeta queues a metadata write (empty val: removal); done as Put's.
-func (s *Store) SetMeta(key string, val []byte, done func(error)) {
-	s.enqueue(op{kind: opMeta, val: append([]byte(key+"\x00"), val...), done: done})
-}
-
 // Load replays the committed jobs (sched.Store). The caller must have
 // waited for the FSM to apply everything committed (Raft's Barrier).
 func (s *Store) Load(fn func(*sched.Record) error) error { return s.fsm.Load(fn) }
