@@ -113,6 +113,13 @@ func (cn *conn) admin(p *codec.Packet) {
 		cn.out = append(cn.out, "OK "...)
 		cn.out = append(cn.out, cn.srv.cfg.Version...)
 		cn.out = append(cn.out, '\n')
+	case cn.srv.cfg.Commands[string(bytes.ToLower(cmd))] != nil:
+		f := cn.srv.cfg.Commands[string(bytes.ToLower(cmd))]
+		args := make([]string, len(w)-1)
+		for i := range args {
+			args[i] = string(w[i+1])
+		}
+		cn.offLoop(func() []byte { return []byte(f(args)) })
 	case is(cmd, "shutdown") && len(w) <= 2 && cn.srv.cfg.Shutdown != nil:
 		// gearmand 1.1.20 dropped this command (so, unless enabled, it is
 		// unknown here too: anyone who reaches the port could stop the
@@ -177,12 +184,22 @@ func (cn *conn) list(l listing) {
 		cn.out = s.appendListing(cn.out, l)
 		return
 	}
-	cn.paused = true
-	go func() {
+	cn.offLoop(func() []byte {
 		if h != nil && h.building != nil {
 			h.building()
 		}
-		b := s.appendListing(nil, l)
+		return s.appendListing(nil, l)
+	})
+}
+
+// offLoop builds a reply on a goroutine of its own, for what would hold
+// the event loop too long (a big listing, a cluster change), and writes it
+// once built; the connection reads nothing more meanwhile, so replies stay
+// in order.
+func (cn *conn) offLoop(build func() []byte) {
+	cn.paused = true
+	go func() {
+		b := build()
 		if cn.openOutbox() {
 			cn.listed = b
 			cn.sendOutbox()

@@ -64,6 +64,11 @@ type Config struct {
 	// MoreWorkers, if set, appends lines for the "workers" admin command
 	// after the connections': the workers other frontends serve.
 	MoreWorkers func(dst []byte) []byte
+	// Commands are text admin commands beyond gearmand's, by their first
+	// word in lower case ("cluster"): each is handed the other words and
+	// runs off the event loop; its reply is written as returned, line
+	// endings included.
+	Commands map[string]func(args []string) string
 }
 
 // Server is a running Gearman frontend.
