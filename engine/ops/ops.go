@@ -44,6 +44,15 @@ type Config struct {
 	// Store reads the job store's figures; nil when there is none.
 	Store func() StoreStats
 	Log   *zap.Logger
+	// Collectors are more metric families to serve (a cluster node's).
+	Collectors []prometheus.Collector
+	// Health, when set, is asked by /healthz once the server is ready: an
+	// error is a 503 with the error as the reason (a cluster node without
+	// a leader).
+	Health func() error
+	// Cluster, when set, serves the cluster's state and membership on
+	// /api/cluster.
+	Cluster Cluster
 }
 
 // StoreStats is what the job store reports.
@@ -91,11 +100,17 @@ func New(cfg Config) *Server {
 	s.reg.MustRegister(collector{s},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector())
+	s.reg.MustRegister(cfg.Collectors...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.HandleFunc("GET /api/overview", s.serveOverview)
 	mux.HandleFunc("GET /api/functions", s.serveFunctions)
+	if cfg.Cluster != nil {
+		mux.HandleFunc("GET /api/cluster", s.serveCluster)
+		mux.HandleFunc("POST /api/cluster/members", s.addMember)
+		mux.HandleFunc("DELETE /api/cluster/members/{id}", s.removeMember)
+	}
 	mux.Handle("GET /", pageHandler())
 	s.handler = mux
 	return s
@@ -155,6 +170,11 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	state := s.stateName()
+	if state == "ok" && s.cfg.Health != nil {
+		if err := s.cfg.Health(); err != nil {
+			state = err.Error()
+		}
+	}
 	if state != "ok" {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}

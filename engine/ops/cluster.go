@@ -1,0 +1,62 @@
+package ops
+
+import (
+	"errors"
+	"net/http"
+
+	"go.uber.org/zap"
+)
+
+// Cluster is a cluster node as the operator endpoints see it: its state
+// for /api/cluster, and the membership changes an operator makes there.
+type Cluster interface {
+	// Status is the node's state, as JSON.
+	Status() any
+	// AddVoter adds a node, or changes its address; Remove takes one out.
+	// Both need the node to lead: ErrNotLeader (or an error wrapping it)
+	// otherwise.
+	AddVoter(id, addr string) error
+	Remove(id string) error
+}
+
+// ErrNotLeader is what Cluster's changes return on a node that does not
+// lead: the API answers 409, naming the leader in the status.
+var ErrNotLeader = errors.New("this node is not the leader")
+
+// serveCluster is GET /api/cluster: the node's Raft state, its members
+// and their lag.
+func (s *Server) serveCluster(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.cfg.Cluster.Status())
+}
+
+// addMember is POST /api/cluster/members with form values id and addr:
+// the node joins as a voter, and catches up from the others.
+func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
+	id, addr := r.FormValue("id"), r.FormValue("addr")
+	if id == "" || addr == "" {
+		http.Error(w, "want form values id and addr (HOST:PORT of its --cluster-listen)", http.StatusBadRequest)
+		return
+	}
+	err := s.cfg.Cluster.AddVoter(id, addr)
+	s.membership(w, "add", id, addr, err)
+}
+
+// removeMember is DELETE /api/cluster/members/{id}.
+func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.cfg.Cluster.Remove(id)
+	s.membership(w, "remove", id, "", err)
+}
+
+func (s *Server) membership(w http.ResponseWriter, what, id, addr string, err error) {
+	s.cfg.Log.Warn("cluster membership change asked over HTTP", zap.String("change", what), zap.String("node", id),
+		zap.String("addr", addr), zap.Error(err))
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		http.Error(w, err.Error()+": ask the leader (GET /api/cluster names it)", http.StatusConflict)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+	default:
+		writeJSON(w, s.cfg.Cluster.Status())
+	}
+}
