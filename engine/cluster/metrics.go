@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	descRole = prometheus.NewDesc("switchyard_cluster_role", "This node's Raft role: 1 for the one it has (leader, follower, candidate).",
+		[]string{"role"}, nil)
+	descTerm      = prometheus.NewDesc("switchyard_cluster_term", "The Raft term this node is in.", nil, nil)
+	descLastIndex = prometheus.NewDesc("switchyard_cluster_last_index", "The index of the last entry in this node's Raft log.", nil, nil)
+	descCommit    = prometheus.NewDesc("switchyard_cluster_commit_index", "The index of the last entry this node knows committed by a majority.", nil, nil)
+	descApplied   = prometheus.NewDesc("switchyard_cluster_applied_index", "The index of the last entry this node has applied to its copy of the job store.", nil, nil)
+	descMembers   = prometheus.NewDesc("switchyard_cluster_members", "Nodes in the cluster's configuration, voters and not.", nil, nil)
+	descLeader    = prometheus.NewDesc("switchyard_cluster_has_leader", "1 if this node knows a leader (itself included).", nil, nil)
+	descContact   = prometheus.NewDesc("switchyard_cluster_last_contact_seconds", "On a follower, how long ago the leader was last heard from.", nil, nil)
+	descLag       = prometheus.NewDesc("switchyard_cluster_peer_lag_entries", "On the leader, how many entries of its log each follower is known not to hold yet.",
+		[]string{"peer"}, nil)
+	descJobs = prometheus.NewDesc("switchyard_cluster_stored_jobs", "Jobs in this node's copy of the replicated job store.", nil, nil)
+)
+
+// Collector is the node's figures as Prometheus families.
+func (n *Node) Collector() prometheus.Collector { return collector{n} }
+
+type collector struct{ n *Node }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRole, descTerm, descLastIndex, descCommit, descApplied, descMembers,
+		descLeader, descContact, descLag, descJobs} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.Status()
+	g := prometheus.GaugeValue
+	for _, r := range []string{"leader", "follower", "candidate"} {
+		v := 0.0
+		if st.Role == r {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRole, g, v, r)
+	}
+	ch <- prometheus.MustNewConstMetric(descTerm, g, float64(st.Term))
+	ch <- prometheus.MustNewConstMetric(descLastIndex, g, float64(st.LastIndex))
+	ch <- prometheus.MustNewConstMetric(descCommit, g, float64(st.Commit))
+	ch <- prometheus.MustNewConstMetric(descApplied, g, float64(st.Applied))
+	ch <- prometheus.MustNewConstMetric(descMembers, g, float64(len(st.Members)))
+	has := 0.0
+	if st.Leader != "" {
+		has = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, g, has)
+	if !st.LastContact.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descContact, g, time.Since(st.LastContact).Seconds())
+	}
+	for _, m := range st.Members {
+		if m.Lag >= 0 && m.ID != st.ID {
+			ch <- prometheus.MustNewConstMetric(descLag, g, float64(m.Lag), m.ID)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descJobs, g, float64(c.n.fsm.Len()))
+}

@@ -1,0 +1,387 @@
+// Package cluster runs a switchyard node of a Raft cluster: hashicorp/raft
+// over TCP between the nodes, the replicated job store's state
+// (sched/replicated), membership changes, and the figures an operator
+// reads (role, term, indexes, each follower's lag). Which node leads
+// decides what the process runs; cmd/switchyard acts on the changes
+// (Changes): the leader runs the scheduler and every frontend, the others
+// relay their clients' connections to it (Relay).
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+
+	"switchyard/sched/replicated"
+)
+
+// Peer is a node of the cluster: its name and its Raft address.
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+// ParsePeers reads --cluster-peers: NAME@HOST:PORT, comma-separated.
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(p), "@")
+		if !ok || id == "" {
+			return nil, fmt.Errorf("%q: want NAME@HOST:PORT", p)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %v", p, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("node %q given twice", id)
+		}
+		seen[id] = true
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+// Config is a node's configuration.
+type Config struct {
+	ID string
+	// Listen is the Raft transport's address, host:port; it is also the
+	// address the other nodes reach this one at, so not 0.0.0.0.
+	Listen string
+	// Peers bootstrap a new cluster: every node of it, this one
+	// included. A node that has state already, or is to be added to a
+	// running cluster, needs none.
+	Peers []Peer
+	// Dir holds the Raft log and snapshots.
+	Dir string
+	Log *zap.Logger
+	// Timeouts; zero: the defaults below.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+}
+
+// Defaults of Config: a leader that stops answering is replaced in about
+// a second and a half (the heartbeat timeout, plus the election's
+// randomised wait), and a leader that cannot reach a majority steps down,
+// and acknowledges nothing more, within its lease.
+const (
+	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
+	DefaultElectionTimeout    = 1000 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+)
+
+// Node is a running member of a cluster.
+type Node struct {
+	cfg   Config
+	raft  *raft.Raft
+	fsm   *replicated.FSM
+	logs  *replicated.LogStore
+	trans *transport
+	obsCh chan raft.Observation
+	obs   *raft.Observer
+
+	changes chan struct{} // signalled on every change of leader or role
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+// Open starts the node: its Raft on cfg.Listen, its state from cfg.Dir,
+// bootstrapping a new cluster from cfg.Peers when there is no state.
+func Open(cfg Config) (*Node, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("cluster: no node id")
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, fsm: replicated.NewFSM(), changes: make(chan struct{}, 1), stop: make(chan struct{})}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: zapWriter{cfg.Log}, Level: hclog.Warn})
+	var err error
+	if n.logs, err = replicated.OpenLogStore(filepath.Join(cfg.Dir, "log")); err != nil {
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: snapshots in %s: %w", cfg.Dir, err)
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", cfg.Listen)
+	if err != nil {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: --cluster-listen %s: %w", cfg.Listen, err)
+	}
+	if advertise.IP == nil || advertise.IP.IsUnspecified() {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: --cluster-listen %s: the other nodes reach this one there: give a host, not every address", cfg.Listen)
+	}
+	nt, err := raft.NewTCPTransportWithLogger(cfg.Listen, advertise, 3, 10*time.Second, hlog)
+	if err != nil {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: listen on %s: %w", cfg.Listen, err)
+	}
+	n.trans = newTransport(nt)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, DefaultElectionTimeout)
+	rc.LeaderLeaseTimeout = orDefault(cfg.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.TrailingLogs = 4096
+	rc.SnapshotThreshold = 8192
+	rc.SnapshotInterval = 30 * time.Second
+
+	has, err := raft.HasExistingState(n.logs, n.logs, snaps)
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	if !has && len(cfg.Peers) > 0 {
+		var conf raft.Configuration
+		self := false
+		for _, p := range cfg.Peers {
+			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+			self = self || p.ID == cfg.ID
+		}
+		if !self {
+			n.close()
+			return nil, fmt.Errorf("cluster: --cluster-peers does not name this node (%s)", cfg.ID)
+		}
+		if err := raft.BootstrapCluster(rc, n.logs, n.logs, snaps, n.trans, conf); err != nil {
+			n.close()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, snaps, n.trans); err != nil {
+		n.close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n.obsCh = make(chan raft.Observation, 16)
+	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(n.obs)
+	n.done.Add(1)
+	go n.watch()
+	return n, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// watch turns Raft's observations into Changes.
+func (n *Node) watch() {
+	defer n.done.Done()
+	for {
+		select {
+		case <-n.obsCh:
+			n.signal()
+		case <-n.stop:
+			return
+		}
+	}
+}
+
+func (n *Node) signal() {
+	select {
+	case n.changes <- struct{}{}:
+	default:
+	}
+}
+
+// Changes is signalled when the leader or this node's role may have
+// changed: read Leader and IsLeader again.
+func (n *Node) Changes() <-chan struct{} { return n.changes }
+
+// ID is this node's name.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Raft is the node's Raft, for the replicated store's writes.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// FSM is the replicated state.
+func (n *Node) FSM() *replicated.FSM { return n.fsm }
+
+// IsLeader tells whether this node leads.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader is the leader's name and Raft address, empty when there is none
+// (an election, or no majority).
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Barrier returns once every entry committed before it is applied to this
+// node's FSM: a new leader calls it before it reads the state.
+func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }
+
+// ErrNotLeader: a membership change asked of a node that does not lead.
+var ErrNotLeader = errors.New("cluster: this node is not the leader")
+
+// membershipTimeout bounds a membership change.
+const membershipTimeout = 10 * time.Second
+
+// AddVoter adds a node (or changes its address) as a voter: it catches up
+// from the others, by snapshot if need be. Only the leader can.
+func (n *Node) AddVoter(id, addr string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("cluster: address %q: %w", addr, err)
+	}
+	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout).Error()
+}
+
+// Remove takes a node out of the cluster. Only the leader can; a leader
+// that removes itself steps down.
+func (n *Node) Remove(id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	members, err := n.Members()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, m := range members {
+		found = found || m.ID == id
+	}
+	if !found {
+		return fmt.Errorf("cluster: no node %q", id)
+	}
+	return n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()
+}
+
+// Member is a node of the configuration, as this node knows it.
+type Member struct {
+	ID     string `json:"id"`
+	Addr   string `json:"addr"`
+	Voter  bool   `json:"voter"`
+	Leader bool   `json:"leader"`
+	// Match is the last entry the leader knows the node holds, and Lag
+	// how far that is behind the leader's log; known on the leader only
+	// (-1 elsewhere, and for the leader itself 0).
+	Match uint64 `json:"match"`
+	Lag   int64  `json:"lag"`
+}
+
+// Members lists the configuration's nodes.
+func (n *Node) Members() ([]Member, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	_, leader := n.raft.LeaderWithID()
+	isLeader := n.IsLeader()
+	last := n.raft.LastIndex()
+	var out []Member
+	for _, s := range f.Configuration().Servers {
+		m := Member{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader, Lag: -1}
+		switch {
+		case isLeader && m.ID == n.cfg.ID:
+			m.Match, m.Lag = last, 0
+		case isLeader:
+			if match, ok := n.trans.match(m.ID); ok {
+				m.Match, m.Lag = match, int64(last)-int64(match)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Status is the node's Raft state, for metrics and the status page.
+type Status struct {
+	ID          string    `json:"id"`
+	Role        string    `json:"role"` // leader, follower, candidate, shutdown
+	Leader      string    `json:"leader"`
+	Term        uint64    `json:"term"`
+	LastIndex   uint64    `json:"last_index"`
+	Commit      uint64    `json:"commit_index"`
+	Applied     uint64    `json:"applied_index"`
+	LastContact time.Time `json:"last_contact"` // with the leader; zero on the leader
+	Members     []Member  `json:"members"`
+	Error       string    `json:"error,omitempty"` // why Members is missing
+}
+
+// Status reads the node's state.
+func (n *Node) Status() Status {
+	_, leader := n.raft.LeaderWithID()
+	st := Status{ID: n.cfg.ID, Role: strings.ToLower(n.raft.State().String()), Leader: string(leader),
+		Term: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), Commit: n.raft.CommitIndex(),
+		Applied: n.raft.AppliedIndex()}
+	if !n.IsLeader() {
+		st.LastContact = n.raft.LastContact()
+	}
+	var err error
+	if st.Members, err = n.Members(); err != nil {
+		st.Error = err.Error()
+	}
+	return st
+}
+
+// Close leaves the cluster's traffic (not its membership: the node comes
+// back with its state) and closes the stores.
+func (n *Node) Close() error {
+	close(n.stop)
+	n.done.Wait()
+	err := n.raft.Shutdown().Error()
+	n.raft.DeregisterObserver(n.obs)
+	if cerr := n.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (n *Node) close() error {
+	var errs []error
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.logs != nil {
+		errs = append(errs, n.logs.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// zapWriter takes hclog's lines ("... [WARN]  raft: ...") into zap, at
+// most at warning level: Raft logs an error for every failed heartbeat to
+// a node that is down, twice a second, which would drown the default
+// level's lines. What an operator must see (who leads, what this node
+// runs) the process says itself.
+type zapWriter struct{ l *zap.Logger }
+
+func (w zapWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimRight(p, "\n"))
+	if strings.Contains(line, "[ERROR]") || strings.Contains(line, "[WARN]") {
+		w.l.Warn(line)
+	} else {
+		w.l.Debug(line)
+	}
+	return len(p), nil
+}
