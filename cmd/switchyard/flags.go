@@ -61,6 +61,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard/engine/cluster"
 	"switchyard/engine/dwork"
 	"switchyard/engine/gearhttp"
 	"switchyard/engine/memodb"
@@ -156,6 +157,9 @@ type options struct {
 	HTTPPortGiven     bool          // --http-port was given: a port that cannot be bound is then an error, not the protocol off
 	HTTPTimeout       time.Duration // --http-timeout (ours): how long a foreground HTTP request waits for its result; 0 = as long as the job takes; default 10m
 	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
+	NodeID            string        // --node-id (ours): this node's name in a cluster; "" = a single server
+	ClusterListen     string        // --cluster-listen (ours): HOST:PORT of the Raft transport
+	ClusterPeers      string        // --cluster-peers (ours): NAME@HOST:PORT,... to bootstrap a new cluster
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -222,9 +226,10 @@ const (
 	gDwork     = "dwork (switchyard only)"
 	gMemodb    = "MemoDB (switchyard only)"
 	gMetrics   = "Metrics (switchyard only)"
+	gCluster   = "Cluster (switchyard only)"
 )
 
-var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb, gMetrics}
+var groupOrder = []string{gGeneral, gHTTP, gGear, gMemcached, gSqlite, gPostgres, gRedis, gMySQL, gPeriodic, gCtl, gDwork, gMemodb, gMetrics, gCluster}
 
 const noQueue = "only the builtin, durable and libsqlite3 queues are supported"
 
@@ -413,6 +418,16 @@ var optTable = []*optDef{
 	{long: "metrics-listen", value: true, dflt: defaultMetricsListen, group: gMetrics,
 		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'listening' log line names. They stay on 127.0.0.1 whatever -L says. If the default address cannot be used, they are off, with a notice; an address given here must work.",
 		set:  setMetricsListen},
+
+	{long: "node-id", value: true, group: gCluster,
+		help: "Run as a node of a cluster, under this name: the background jobs are kept in a Raft log replicated to the other nodes, and acknowledged once a majority has them on disk. The leader runs the scheduler; every other node relays its clients' connections to it. Needs --cluster-listen.",
+		set:  setNodeID},
+	{long: "cluster-listen", value: true, group: gCluster,
+		help: "HOST:PORT of this node's Raft traffic, which the other nodes dial: a host they can reach, not every address.",
+		set:  setHostPort("cluster-listen", func(o *options) *string { return &o.ClusterListen })},
+	{long: "cluster-peers", value: true, group: gCluster,
+		help: "Bootstrap a new cluster of these nodes, this one included: NAME@HOST:PORT, comma-separated, the same on every node. Ignored by a node that has cluster state already; a node to be added to a running cluster is started without it, then added with the admin command 'cluster add NAME HOST:PORT' or the operator API.",
+		set:  setClusterPeers},
 }
 
 var (
@@ -567,6 +582,37 @@ func setMetricsListen(s *parseState, v string) error {
 		}
 	}
 	s.o.MetricsListen = v
+	return nil
+}
+
+func setNodeID(s *parseState, v string) error {
+	if v == "" || strings.ContainsAny(v, "@, \t") {
+		return usagef("the argument ('%s') for option '--node-id' is invalid: a name without '@', ',' or spaces", v)
+	}
+	s.o.NodeID = v
+	return nil
+}
+
+// setHostPort takes HOST:PORT, both given.
+func setHostPort(name string, field func(*options) *string) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		host, port, err := net.SplitHostPort(v)
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil || host == "" || strings.ContainsAny(host, "/ ") {
+			return usagef("the argument ('%s') for option '--%s' is invalid: want HOST:PORT", v, name)
+		}
+		*field(s.o) = v
+		return nil
+	}
+}
+
+func setClusterPeers(s *parseState, v string) error {
+	if _, err := cluster.ParsePeers(v); err != nil {
+		return usagef("the argument ('%s') for option '--cluster-peers' is invalid: %v", v, err)
+	}
+	s.o.ClusterPeers = v
 	return nil
 }
 
@@ -1122,6 +1168,9 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 	if err := s.sslDefaults(getenv); err != nil {
 		return nil, err
 	}
+	if err := checkCluster(o); err != nil {
+		return nil, err
+	}
 	switch s.protocol {
 	case "":
 	case "http":
@@ -1135,6 +1184,22 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 		return nil, usagef("Unknown protocol module : %s", s.protocol)
 	}
 	return o, nil
+}
+
+// checkCluster: the cluster options go together, and a cluster keeps its
+// jobs in its replicated log only.
+func checkCluster(o *options) error {
+	switch {
+	case o.NodeID == "" && (o.ClusterListen != "" || o.ClusterPeers != ""):
+		return usagef("--cluster-listen and --cluster-peers need --node-id")
+	case o.NodeID == "":
+		return nil
+	case o.ClusterListen == "":
+		return usagef("--node-id needs --cluster-listen, the address the other nodes reach this one at")
+	case o.QueueType != "durable":
+		return usagef("a cluster node keeps its jobs in the replicated log: -q %s cannot be used with --node-id", o.QueueType)
+	}
+	return nil
 }
 
 // verboseLevels orders gearmand's verbose names, from FATAL (0) to DEBUG (7).

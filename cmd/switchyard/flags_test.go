@@ -114,6 +114,10 @@ func TestParseArgs(t *testing.T) {
 		{"flag beats env", []string{"-p", "4731"}, map[string]string{"GEARMAND_PORT": "5000"}, want(func(o *options) { o.Port = "4731" })},
 		{"explicit default flag beats env", []string{"--port=4730"}, map[string]string{"GEARMAND_PORT": "5000"}, want(nil)},
 
+		{"a cluster node", []string{"--node-id", "n1", "--cluster-listen", "10.0.0.1:7000", "--cluster-peers", "n1@10.0.0.1:7000,n2@10.0.0.2:7000"}, nil,
+			want(func(o *options) {
+				o.NodeID, o.ClusterListen, o.ClusterPeers = "n1", "10.0.0.1:7000", "n1@10.0.0.1:7000,n2@10.0.0.2:7000"
+			})},
 		{"-L", []string{"-L", "127.0.0.1"}, nil, want(func(o *options) { o.Listen = "127.0.0.1" })},
 		{"-Laddr", []string{"-L127.0.0.1"}, nil, want(func(o *options) { o.Listen = "127.0.0.1" })},
 		{"--listen=", []string{"--listen=::1"}, nil, want(func(o *options) { o.Listen = "::1" })},
@@ -421,6 +425,19 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-V", "-V"}, nil, "option '--version' cannot be specified more than once"},
 		{[]string{"--config-file", "a", "--config-file", "b"}, nil, "option '--config-file' cannot be specified more than once"},
 		{[]string{"@a", "--config-file=b"}, nil, "option '--config-file' cannot be specified more than once"},
+
+		// The cluster's options.
+		{[]string{"--node-id", "n1"}, nil, "--node-id needs --cluster-listen, the address the other nodes reach this one at"},
+		{[]string{"--cluster-listen", "127.0.0.1:7000"}, nil, "--cluster-listen and --cluster-peers need --node-id"},
+		{[]string{"--node-id", "n@1", "--cluster-listen", "127.0.0.1:7000"}, nil, "the argument ('n@1') for option '--node-id' is invalid: a name without '@', ',' or spaces"},
+		{[]string{"--node-id", "n1", "--cluster-listen", "7000"}, nil, "the argument ('7000') for option '--cluster-listen' is invalid: want HOST:PORT"},
+		{[]string{"--node-id", "n1", "--cluster-listen", ":7000"}, nil, "the argument (':7000') for option '--cluster-listen' is invalid: want HOST:PORT"},
+		{[]string{"--node-id", "n1", "--cluster-listen", "h:1", "--cluster-peers", "n1@h:1,n1@h:2"}, nil,
+			`the argument ('n1@h:1,n1@h:2') for option '--cluster-peers' is invalid: node "n1" given twice`},
+		{[]string{"--node-id", "n1", "--cluster-listen", "h:1", "--cluster-peers", "h:1"}, nil,
+			`the argument ('h:1') for option '--cluster-peers' is invalid: "h:1": want NAME@HOST:PORT`},
+		{[]string{"--node-id", "n1", "--cluster-listen", "h:1", "-q", "builtin"}, nil,
+			"a cluster node keeps its jobs in the replicated log: -q builtin cannot be used with --node-id"},
 
 		// Invalid values.
 		{[]string{"-p", "abc"}, nil, "the argument ('abc') for option '--port' is invalid"},
@@ -841,6 +858,13 @@ func TestEveryOptionParses(t *testing.T) {
 		"keepalive-idle": "5", "keepalive-interval": "5", "keepalive-count": "5",
 		"periodic-listen": "tcp://127.0.0.1:0", "fsync": "never", "dwork-listen": "tcp://127.0.0.1:0",
 		"memodb-listen": "tcp://127.0.0.1:0", "metrics-listen": "127.0.0.1:0",
+		"node-id": "n1", "cluster-listen": "127.0.0.1:7000", "cluster-peers": "n1@127.0.0.1:7000",
+	}
+	// The options that need others.
+	with := map[string][]string{
+		"node-id":        {"--cluster-listen", "127.0.0.1:7000"},
+		"cluster-listen": {"--node-id", "n1"},
+		"cluster-peers":  {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000"},
 	}
 	for _, d := range optTable {
 		if d.refused != "" {
@@ -867,6 +891,7 @@ func TestEveryOptionParses(t *testing.T) {
 			if d.long == "config-file" {
 				args[len(args)-1] = strings.Replace(args[len(args)-1], v, writeFile(t, t.TempDir(), "c", ""), 1)
 			}
+			args = append(args, with[d.long]...)
 			if _, err := parseArgs(args, envOf(nil)); err != nil {
 				t.Errorf("%q: %v", args, err)
 			}

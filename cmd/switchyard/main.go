@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"switchyard/engine/cluster"
 	"switchyard/engine/ops"
 	"switchyard/engine/source"
 	"switchyard/sched"
@@ -106,26 +107,26 @@ func run(args []string) int {
 	return 0
 }
 
-// server is the running process: the scheduler, its store, the operator
-// endpoints and the frontends, and how to undo each.
+// server is the running process: what lives as long as it does (the
+// logger, the TLS files, the operator endpoints, a cluster node), the term
+// that runs now (the scheduler and the frontends, or a follower's relays),
+// and how to undo each.
 type server struct {
-	o     *options
-	log   *zap.Logger
-	sched *sched.Sched
-	ops   *ops.Server // nil when --metrics-listen is off or its default was taken
-	// running are the frontends started, in the table's order.
-	running []running
+	o   *options
+	log *zap.Logger
+	tls *tls.Config
+	ops *ops.Server // single node: nil when --metrics-listen is off or its default was taken
+	// term is what runs: for a single node, from start to close.
+	term *term
+	// node is the cluster node (--node-id), nil for a single server;
+	// opsMux serves each term's operator endpoints on one listener.
+	node   *cluster.Node
+	opsMux *opsMux
 	// undo is what start did, undone in reverse by close.
 	undo []func()
 	// admin carries the admin command "shutdown" (false) or "shutdown
 	// graceful" (true).
 	admin chan bool
-}
-
-type running struct {
-	p     *protocol
-	f     frontend
-	addrs []string
 }
 
 // start brings the server up in the order that keeps every promise: the
@@ -139,56 +140,64 @@ func (s *server) start() error {
 	if err := setFileLimit(o.FileDescriptors); err != nil {
 		return fmt.Errorf("file descriptor limit: %w", err)
 	}
-	var tlsConfig *tls.Config
 	if o.SSL {
 		var err error
-		if tlsConfig, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
+		if s.tls, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
 			return err
 		}
 	}
-	scfg := sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		FunctionTTL: o.FunctionTTL, Release: gearmanRelease,
-		Latency: o.MetricsListen != "off"} // the histograms are only read there
+	if o.NodeID != "" {
+		return s.startNode()
+	}
+	scfg := s.schedConfig()
 	storeStats, err := s.openQueue(&scfg)
 	if err != nil {
 		return err
 	}
-	s.sched = sched.New(scfg)
-	s.defer_(s.sched.Close)
+	t := s.newTerm(scfg)
+	s.term = t
+	s.defer_(t.stop)
 	if o.MetricsListen != "off" {
 		addr := cmp.Or(o.MetricsListen, defaultMetricsListen)
 		if err := s.startOps(addr, o.MetricsListen != "", storeStats); err != nil {
 			return err
 		}
+		t.ops = s.ops
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.defer_(cancel)
-	go returnMemory(ctx, s.sched.Len, time.Second)
 	if st, ok := scfg.Store.(*durable.Store); ok {
 		go watchStore(ctx, st, s.log)
 	}
-	n, err := s.sched.Replay()
-	if err != nil {
-		return fmt.Errorf("cannot load the stored jobs: %w", err)
+	if err := t.replay(); err != nil {
+		return err
 	}
-	if scfg.Store != nil {
-		notice(s.log, "jobs restored", zap.Int("jobs", n))
+	if err := t.startFrontends(); err != nil {
+		return err
 	}
+	if err := s.ready(); err != nil {
+		return err
+	}
+	t.logListeners(s.opsAddr())
+	if s.ops != nil {
+		s.ops.SetReady(true) // jobs replayed, every listener open
+	}
+	return nil
+}
 
-	e := &env{o: o, sched: s.sched, log: s.log, tls: tlsConfig, workers: s.moreWorkers}
-	if o.AdminShutdown {
-		e.shutdown = func(graceful bool) {
-			select {
-			case s.admin <- graceful:
-			default:
-			}
-		}
-	}
-	for i := range protocols {
-		if err := s.startFrontend(&protocols[i], e); err != nil {
-			return err
-		}
-	}
+// schedConfig is the scheduler's configuration from the options; the
+// store is the caller's.
+func (s *server) schedConfig() sched.Config {
+	o := s.o
+	return sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
+		FunctionTTL: o.FunctionTTL, Release: gearmanRelease,
+		Latency: o.MetricsListen != "off"} // the histograms are only read there
+}
+
+// ready is the end of the start, once the ports are open: the user of
+// -u, the pid file, and the daemon's parent told to go.
+func (s *server) ready() error {
+	o := s.o
 	if err := dropPrivileges(o.User); err != nil {
 		return fmt.Errorf("cannot switch to user %s: %w", o.User, err)
 	}
@@ -197,11 +206,32 @@ func (s *server) start() error {
 	}
 	s.defer_(func() { removePidFile(o.PidFile) })
 	daemonReady() // the parent may exit now
-	s.logListeners()
-	if s.ops != nil {
-		s.ops.SetReady(true) // jobs replayed, every listener open
-	}
 	return nil
+}
+
+// opsAddr is the operator endpoints' bound address, "" if they are off.
+func (s *server) opsAddr() string {
+	switch {
+	case s.ops != nil:
+		return s.ops.Addr().String()
+	case s.opsMux != nil:
+		return s.opsMux.addr()
+	}
+	return ""
+}
+
+// shutdownFunc is the admin command's way to stop the process; nil
+// unless --admin-shutdown.
+func (s *server) shutdownFunc() func(graceful bool) {
+	if !s.o.AdminShutdown {
+		return nil
+	}
+	return func(graceful bool) {
+		select {
+		case s.admin <- graceful:
+		default:
+		}
+	}
 }
 
 // defer_ adds f to what close undoes.
@@ -217,70 +247,12 @@ func (s *server) close() {
 	s.undo = nil
 }
 
-// startFrontend starts one protocol by the listen rule: an address the
-// operator gave must work, and a default one that cannot be used turns the
-// protocol off with a notice, so that a second server on one machine comes
-// up with what is free.
-func (s *server) startFrontend(p *protocol, e *env) error {
-	addrs, explicit := p.listen(s.o)
-	if len(addrs) == 0 {
-		return nil // off by its option
-	}
-	f, bound, err := p.start(e, addrs)
-	if err != nil {
-		if explicit {
-			return err
-		}
-		notice(s.log, p.name+" is off: its default address cannot be used (give "+p.flag+" an address, or off)",
-			zap.Strings("addrs", addrs), zap.Error(err))
-		return nil
-	}
-	s.running = append(s.running, running{p: p, f: f, addrs: bound})
-	s.defer_(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		defer cancel()
-		if err := f.Stop(ctx); err != nil {
-			s.log.Warn("stop "+p.name, zap.Error(err))
-		}
-	})
-	if s.ops != nil {
-		s.ops.AddConns(ops.Conns{Protocol: p.name, Open: f.Conns})
-	}
-	return nil
-}
-
-// moreWorkers lists the other protocols' workers after Gearman's own
-// connections in "workers": "status" counts them all.
-func (s *server) moreWorkers(dst []byte) []byte {
-	for _, r := range s.running {
-		if r.p.workers != nil {
-			dst = r.p.workers(r.f)(dst)
-		}
-	}
-	return dst
-}
-
-// logListeners is the one line, at every log level, that names every
-// listener: the bound addresses, not the configured ones (with port 0 the
-// kernel picks the port, and this line is where a person or a script
-// finds it).
-func (s *server) logListeners() {
-	fields := make([]zap.Field, 0, len(s.running)+4)
-	for _, r := range s.running {
-		fields = append(fields, zap.Strings(r.p.name, r.addrs))
-		if r.p.name == "gearman" && s.o.SSL {
-			fields = append(fields, zap.Strings("tls", r.addrs[:1]))
-		}
-	}
-	if s.ops != nil {
-		fields = append(fields, zap.Strings("metrics", []string{s.ops.Addr().String()}))
-	}
-	fields = append(fields, zap.String("version", version), zap.Int("pid", os.Getpid()))
-	notice(s.log, "listening", fields...)
-}
-
 // wait serves until a signal or the admin command says to stop.
 func (s *server) wait(stop <-chan os.Signal) {
+	if s.node != nil {
+		s.serveNode(stop)
+		return
+	}
 	select {
 	case got := <-stop:
 		notice(s.log, "shutting down", zap.String("signal", got.String()))
@@ -290,7 +262,7 @@ func (s *server) wait(stop <-chan os.Signal) {
 			if s.ops != nil {
 				s.ops.SetReady(false) // a load balancer stops sending new work here
 			}
-			s.drain(stop)
+			s.term.drain(stop, s.admin)
 		}
 	}
 	if s.ops != nil {
@@ -298,52 +270,15 @@ func (s *server) wait(stop <-chan os.Signal) {
 	}
 }
 
-// drain is "shutdown graceful": every frontend stops taking connections
-// and handing out work, and Gearman's, the last, waits until the running
-// jobs have finished and their results are written, for at most
-// --shutdown-timeout. A signal or a plain "shutdown" meanwhile cuts it
-// short, as either would stop a running server.
-func (s *server) drain(stop <-chan os.Signal) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		for _, r := range s.running {
-			if err = r.f.Drain(ctx); err != nil {
-				break
-			}
-		}
-		done <- err
-	}()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				s.log.Warn("stopping with jobs still running", zap.Stringer("shutdown-timeout", s.o.ShutdownTimeout))
-			} else {
-				notice(s.log, "no job running")
-			}
-			return
-		case got := <-stop:
-			notice(s.log, "stopping at once", zap.String("signal", got.String()))
-		case graceful := <-s.admin:
-			if graceful {
-				continue // already draining
-			}
-			notice(s.log, "stopping at once on admin request")
-		}
-		cancel()
-		<-done // Stop must not run concurrently with Drain
-		return
-	}
-}
-
 // startOps serves the operator endpoints, by the listen rule: the default
 // address (loopback, whatever -L says) is best effort, since another
 // switchyard or a gearman-exporter may hold it; an address given must work.
 func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStats) error {
-	srv := ops.New(ops.Config{Sched: s.sched, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log})
+	var sc *sched.Sched
+	if s.term != nil {
+		sc = s.term.sched
+	}
+	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
 			return fmt.Errorf("metrics: %w", err)

@@ -61,6 +61,8 @@ type env struct {
 	// shutdown is the admin command's ("shutdown [graceful]") way to stop
 	// the process; nil unless --admin-shutdown.
 	shutdown func(graceful bool)
+	// commands are admin commands beyond gearmand's (a cluster node's).
+	commands map[string]func([]string) string
 }
 
 // protocols is every frontend in the order they start; they stop in the
@@ -194,6 +196,7 @@ func gearmanConfig(e *env) gearman.Config {
 		Verbose:      o.Verbose,
 		Shutdown:     e.shutdown,
 		MoreWorkers:  e.workers,
+		Commands:     e.commands,
 	}
 	if o.KeepaliveIdle > 0 {
 		cfg.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
