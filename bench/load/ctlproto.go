@@ -9,13 +9,14 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The Worker–Controller wire format (shared/specs/controller.md), written
+// The Worker–Controller wire format (moevm/grpc_server's protocol, see
+// docs/controller.md), written
 // and read here by hand, as the other protocols are, rather than with
 // switchyard's codec/controller: each message is a uint64 little-endian
 // length, the protobuf message, then (for ControlMsg and WorkerResponse)
 // extra_size raw bytes. Every field of the four messages is a varint, so
 // protowire's tag and varint functions are the whole codec, and nothing is
-// allocated. Enum numbers are the spec's.
+// allocated. Enum numbers are the protocol description's (docs/controller.md).
 
 // ctlLenSize is a frame's length prefix.
 const ctlLenSize = 8

@@ -1,9 +1,9 @@
 package load
 
-// The Periodic wire format (Lupino's periodic v0.1.7, see
-// shared/specs/periodic.md), written from the spec and the real server's
-// code rather than shared with switchyard's codec, so that the two check
-// each other.
+// The Periodic wire format (Lupino's periodic v0.1.7, commit dc57737; see
+// docs/periodic.md), written from the protocol's description and the real
+// server's code rather than shared with switchyard's codec, so that the two
+// check each other.
 //
 // A frame is a magic ("\0REQ" to the server, "\0RES" from it), a 4-byte
 // big-endian size and a payload. The first frame of a connection is the

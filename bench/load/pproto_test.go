@@ -13,8 +13,8 @@ import (
 	"testing/iotest"
 )
 
-// The byte strings below are built by hand from specs/periodic.md and the
-// real server's protocol package: magic, 4-byte big-endian size, then
+// The byte strings below are built by hand from the protocol's description
+// (docs/periodic.md) and the real server's protocol package: magic, 4-byte big-endian size, then
 // msgID \x00\x01 cmd [\x00\x01 data].
 
 func TestWritePeriodic(t *testing.T) {

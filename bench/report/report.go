@@ -127,7 +127,7 @@ func Markdown(s *Series) string {
 		"what the machine allows any server. The `periodic-*` scenarios speak Periodic (Lupino's periodic v0.1.7) and run " +
 		"against switchyard alone: gearmand has no Periodic, and the real periodic server cannot be installed here " +
 		"(its Go modules are not on the module proxy and no distribution packages it), so they have no baseline. " +
-		"The `controller*` scenarios speak the Worker–Controller protocol (`shared/specs/controller.md`) and run against " +
+		"The `controller*` scenarios speak the Worker–Controller protocol (moevm/grpc_server's, see `docs/controller.md`) and run against " +
 		"switchyard alone too, started with `--controller-socket` in a fresh directory: gearmand has no such protocol. " +
 		"Their workers, many in the load process, each register on the main socket, listen on their own socket beside it " +
 		"and pulse OK every second with next_pulse 2 s; given a task (SET_TASK), a worker answers OK, sends FETCH_ME at once " +
@@ -138,7 +138,7 @@ func Markdown(s *Series) string {
 		"then hosts (REQ sockets, zmq4's, their writes batched as libzmq does) steal ready tasks and report each batch done " +
 		"in one Transfer until every task is done; the run fails if a task is handed out twice or before its predecessors " +
 		"were reported done. " +
-		"The `memodb` scenario speaks the MemoDB broker protocol (`shared/specs/memodb.md`) over NNG and runs against " +
+		"The `memodb` scenario speaks the MemoDB broker protocol (bcdb's, see `docs/memodb.md`) over NNG and runs against " +
 		"switchyard alone as well, started with `--memodb-listen` on a loopback port: memodb-broker is gone from bcdb and " +
 		"packaged nowhere. Its clients and workers are mangos REQ sockets in the load process, many contexts on each socket. " +
 		"The `mixed` scenario runs all of those loads against one switchyard with every listener on (each TCP one on a loopback " +

@@ -11,7 +11,7 @@ import (
 	"switchyard/bench/record"
 )
 
-// The Worker–Controller scenarios (shared/specs/controller.md) run against
+// The Worker–Controller scenarios (docs/controller.md) run against
 // switchyard alone: gearmand has no such protocol. The workers are
 // load.ControllerWorkers, many in this process, each listening on its own
 // socket beside the server's main socket.

@@ -9,7 +9,7 @@ import (
 	"switchyard/bench/record"
 )
 
-// The MemoDB scenario (shared/specs/memodb.md) runs against switchyard
+// The MemoDB scenario (docs/memodb.md) runs against switchyard
 // alone: gearmand has no such protocol, and memodb-broker is gone from
 // bcdb and packaged nowhere. Its clients and workers are load.Memodb's:
 // mangos REQ sockets in this process, many contexts on each.

@@ -8,7 +8,7 @@ package main
 // connection is closed, and the payload the worker got. Where switchyard
 // answers differently on purpose (gearmand sends broken bytes or never
 // answers), TestE2EHTTPAgainstGearmand/differences checks each server
-// against what it does; the README lists those cases.
+// against what it does; docs/http.md lists those cases.
 
 import (
 	"bufio"

@@ -3,8 +3,8 @@ package main
 // The Periodic frontend (--periodic-listen) end to end: a real switchyard
 // process, real sockets (TCP on 127.0.0.1 and a unix socket), and the
 // independent client and worker of periodic_client_test.go. The behaviour
-// is the real Periodic server's (Lupino/periodic v0.1.7) as
-// notes/periodic-behaviour.md records it, error replies included.
+// is the real Periodic server's (Lupino/periodic v0.1.7, commit dc57737),
+// error replies included, but for the differences docs/periodic.md lists.
 //
 // Synchronisation is on replies: a PING answered on a connection means
 // everything sent before it there has been handled; what another connection
@@ -484,7 +484,7 @@ func TestE2EPeriodicRetry(t *testing.T) {
 // nanoseconds would wrap to exactly 1 s in an int64) is forever in
 // practice. switchyard measures waits in nanoseconds up to 2^62 (about 146
 // years), so such a timeout is reported as 2^62 ns in seconds and such a
-// delay puts sched_at that far ahead (the README says so); the real server
+// delay puts sched_at that far ahead (docs/periodic.md says so); the real server
 // keeps both numbers as given.
 func TestE2EPeriodicBigNumbers(t *testing.T) {
 	t.Parallel()

@@ -2,8 +2,8 @@ package main
 
 // A Periodic (Lupino/periodic v0.1.7) client and worker for the end-to-end
 // tests, written from the protocol as the real server and its Go client
-// speak it (shared/specs/periodic.md, shared/NOTES.md "Periodic",
-// notes/periodic-behaviour.md), deliberately NOT on top of
+// speak it (Lupino/periodic dc57737 and Lupino/go-periodic ec1571b; see
+// docs/periodic.md), deliberately NOT on top of
 // switchyard/codec/periodic: a codec bug must not be mirrored here, where it
 // would cancel out.
 //

@@ -1,5 +1,5 @@
 // Package controller is the wire format of the Worker–Controller protocol
-// (shared/specs/controller.md; the real implementation is moevm/grpc_server):
+// (see docs/controller.md; the real implementation is moevm/grpc_server):
 // bytes to frames and messages and back, with no sockets and no scheduler.
 //
 // # Messages
@@ -41,9 +41,9 @@
 // # Where the real implementation differs
 //
 //   - Enum numbers: the spec's are used (PULSE_REGISTER = 0 ...), as the
-//     project's NOTES.md directs. The real code's .proto adds *_INVALID = 0,
-//     shifts every other value up by one and swaps REGISTER (2) and OK (1);
-//     a worker built from it does not speak these numbers.
+//     protocol's description has them. The real code's .proto adds
+//     *_INVALID = 0, shifts every other value up by one and swaps REGISTER
+//     (2) and OK (1); a worker built from it does not speak these numbers.
 //   - Because REGISTER, CTRL_ERR_OK, CTRL_RESTART and WORKER_ERR_OK are 0,
 //     proto3 does not send them: an empty message (the 8-byte length 0) is a
 //     valid WorkerPulse REGISTER, an OK PulseResponse, a RESTART with no

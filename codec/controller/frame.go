@@ -11,7 +11,7 @@ import (
 
 const (
 	// LenSize is the length of a frame's length prefix: a uint64,
-	// little-endian (NOTES.md; the real conn.Unix and Worker::WriteMessage).
+	// little-endian (moevm/grpc_server's conn.Unix and Worker::WriteMessage).
 	LenSize = 8
 	// DefaultMaxFrame bounds a frame's message plus extra bytes when
 	// ParseFrame is given no limit. The real code has no bound at all.

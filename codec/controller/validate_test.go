@@ -32,8 +32,9 @@ func TestValidEnums(t *testing.T) {
 	}
 }
 
-// TestEnumNumbers pins the spec's numbers (NOTES.md: the spec's, not the
-// real code's, which shift everything behind an *_INVALID = 0).
+// TestEnumNumbers pins the spec's numbers (the protocol description's, not
+// moevm/grpc_server's, which shift everything behind an *_INVALID = 0; see
+// docs/controller.md).
 func TestEnumNumbers(t *testing.T) {
 	for name, got := range map[string]int32{
 		"PULSE_REGISTER": int32(PulseType_PULSE_REGISTER), "PULSE_OK": int32(PulseType_PULSE_OK),

@@ -1,8 +1,7 @@
-// Package dwork is the wire format of dwork's QueryMsg API
-// (shared/specs/dwork.rst; the real implementation is frobnitzem/dwork at
-// commit 2ca92dc, whose hub NOTES.md describes): bytes to messages and
-// back, and the rules a request must follow, with no sockets and no
-// scheduler.
+// Package dwork is the wire format of dwork's QueryMsg API (see
+// docs/dwork.md; the real implementation is frobnitzem/dwork at commit
+// 2ca92dc, whose hub, dhub, it follows): bytes to messages and back, and
+// the rules a request must follow, with no sockets and no scheduler.
 //
 // # Messages
 //
@@ -53,7 +52,7 @@
 //
 //   - Enum numbers: the spec's text numbers Exit 5 and OK 6 and has no
 //     Error; the real .proto, which real clients are built from, has OK 5,
-//     Exit 6, Error 7, and so has this one (NOTES.md).
+//     Exit 6, Error 7, and so has this one.
 //   - Required fields: the real hub ignores ParseFromArray's result, so it
 //     takes a task without an origin. Decode allows missing required
 //     fields and ValidateRequest refuses them (ErrMissingField, naming the

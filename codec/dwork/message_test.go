@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// TestEnumNumbers pins the real .proto's numbers (frobnitzem/dwork 2ca92dc,
-// NOTES.md), not the spec's text, which swaps Exit and OK and has no Error.
+// TestEnumNumbers pins the real .proto's numbers (frobnitzem/dwork 2ca92dc),
+// not the spec's text, which swaps Exit and OK and has no Error.
 func TestEnumNumbers(t *testing.T) {
 	for got, want := range map[QueryMsg_Type]int32{
 		QueryMsg_Create: 0, QueryMsg_Steal: 1, QueryMsg_Transfer: 2, QueryMsg_Lookup: 3,

@@ -1,8 +1,8 @@
-// Package memodb is the MemoDB broker protocol's wire format
-// (shared/specs/memodb.md): one NNG message is a CBOR header, an array
-// ["memo01", type, id, ...], deterministically encoded (RFC 8949 §4.2.1,
-// fxamacker/cbor's core deterministic mode), immediately followed by the
-// payload's bytes. No sockets here: bytes in, a Message out, and back.
+// Package memodb is the MemoDB broker protocol's wire format (bcdb's
+// memodb-broker; see docs/memodb.md): one NNG message is a CBOR header,
+// an array ["memo01", type, id, ...], deterministically encoded (RFC 8949
+// §4.2.1, fxamacker/cbor's core deterministic mode), immediately followed
+// by the payload's bytes. No sockets here: bytes in, a Message out, and back.
 //
 // Decode checks every field as the spec (and memodb-broker, where it says
 // more) has it: the version, a known type, the id (empty for clients and

@@ -8,8 +8,8 @@
 // What gearmand 1.1.20 does is the rule, down to its quirks (a WORK_STATUS
 // or WORK_WARNING ends the response, every response closes the
 // connection); where gearmand's answer is broken bytes or no answer at all,
-// this package answers what gearmand's code sets out to (see the README's
-// "gearmand's HTTP protocol" section, which lists each case).
+// this package answers what gearmand's code sets out to (docs/http.md lists
+// each case).
 package gearhttp
 
 import (

@@ -1,5 +1,5 @@
-// Package memodb serves the MemoDB broker protocol (shared/specs/memodb.md,
-// bcdb's memodb-broker) over NNG: one mangos REP socket, on every listener,
+// Package memodb serves the MemoDB broker protocol (bcdb's memodb-broker;
+// see docs/memodb.md) over NNG: one mangos REP socket, on every listener,
 // that MemoDB clients and workers reach with REQ sockets, many of them
 // multiplexed over one connection with contexts. A MemoDB service is a
 // function of the scheduler every protocol shares: a client's JOB is a
