@@ -423,7 +423,7 @@ var optTable = []*optDef{
 		help: "Run as a node of a cluster, under this name: the background jobs are kept in a Raft log replicated to the other nodes, and acknowledged once a majority has them on disk. The leader runs the scheduler; every other node relays its clients' connections to it. Needs --cluster-listen.",
 		set:  setNodeID},
 	{long: "cluster-listen", value: true, group: gCluster,
-		help: "HOST:PORT of this node's Raft traffic, which the other nodes dial: a host they can reach, not every address.",
+		help: "HOST:PORT of this node's Raft traffic, which the other nodes dial: a host they can reach, not every address. Port 0 is one the kernel picks, which the 'cluster node' log line names (this node's own entry in --cluster-peers then stands for it).",
 		set:  setHostPort("cluster-listen", func(o *options) *string { return &o.ClusterListen })},
 	{long: "cluster-peers", value: true, group: gCluster,
 		help: "Bootstrap a new cluster of these nodes, this one included: NAME@HOST:PORT, comma-separated, the same on every node. Ignored by a node that has cluster state already; a node to be added to a running cluster is started without it, then added with the admin command 'cluster add NAME HOST:PORT' or the operator API.",

@@ -81,7 +81,7 @@ func (s *server) startNode() error {
 			s.log.Warn("cluster: close", zap.Error(err))
 		}
 	})
-	notice(s.log, "cluster node", zap.String("node", o.NodeID), zap.String("raft", o.ClusterListen),
+	notice(s.log, "cluster node", zap.String("node", o.NodeID), zap.String("raft", node.RaftAddr()),
 		zap.String("dir", filepath.Join(dir, "cluster")), zap.Int("jobs", node.FSM().Len()))
 	if o.MetricsListen != "off" {
 		addr := cmp.Or(o.MetricsListen, defaultMetricsListen)

@@ -56,7 +56,8 @@ func ParsePeers(s string) ([]Peer, error) {
 type Config struct {
 	ID string
 	// Listen is the Raft transport's address, host:port; it is also the
-	// address the other nodes reach this one at, so not 0.0.0.0.
+	// address the other nodes reach this one at, so not 0.0.0.0. Port 0
+	// is one the kernel picks (RaftAddr tells it).
 	Listen string
 	// Peers bootstrap a new cluster: every node of it, this one
 	// included. A node that has state already, or is to be added to a
@@ -117,21 +118,23 @@ func Open(cfg Config) (*Node, error) {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: snapshots in %s: %w", cfg.Dir, err)
 	}
-	advertise, err := net.ResolveTCPAddr("tcp", cfg.Listen)
+	bind, err := net.ResolveTCPAddr("tcp", cfg.Listen)
 	if err != nil {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --cluster-listen %s: %w", cfg.Listen, err)
 	}
-	if advertise.IP == nil || advertise.IP.IsUnspecified() {
+	if bind.IP == nil || bind.IP.IsUnspecified() {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --cluster-listen %s: the other nodes reach this one there: give a host, not every address", cfg.Listen)
 	}
-	nt, err := raft.NewTCPTransportWithLogger(cfg.Listen, advertise, 3, 10*time.Second, hlog)
+	// Advertised as bound: with port 0, the port the kernel picked.
+	nt, err := raft.NewTCPTransportWithLogger(cfg.Listen, nil, 3, 10*time.Second, hlog)
 	if err != nil {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: listen on %s: %w", cfg.Listen, err)
 	}
 	n.trans = newTransport(nt)
+	n.cfg.Listen = string(nt.LocalAddr())
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -155,8 +158,13 @@ func Open(cfg Config) (*Node, error) {
 		var conf raft.Configuration
 		self := false
 		for _, p := range cfg.Peers {
-			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
-			self = self || p.ID == cfg.ID
+			addr := p.Addr
+			if p.ID == cfg.ID {
+				// This node's entry is where it listens: the same, or with
+				// port 0, the port it got.
+				addr, self = n.cfg.Listen, true
+			}
+			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(addr)})
 		}
 		if !self {
 			n.close()
@@ -218,6 +226,9 @@ func (n *Node) Changes() <-chan struct{} { return n.changes }
 
 // ID is this node's name.
 func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr is where this node's Raft listens, as the others dial it.
+func (n *Node) RaftAddr() string { return n.cfg.Listen }
 
 // Raft is the node's Raft, for the replicated store's writes.
 func (n *Node) Raft() *raft.Raft { return n.raft }

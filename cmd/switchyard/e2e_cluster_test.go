@@ -1,0 +1,584 @@
+package main
+
+// A cluster of real switchyard processes on loopback: every port 0, the
+// nodes found through their log lines, the first one bootstrapping a
+// cluster of itself and adding the others with the admin command (as an
+// operator grows a cluster), so that no test picks a port.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+type clusterNode struct {
+	id   string
+	dir  string
+	args []string
+	proc *bgProc
+}
+
+// clusterLine is a node's latest log line of msg ("listening", "cluster
+// node"), its fields decoded.
+func (n *clusterNode) line(msg string) (map[string]any, bool) {
+	re := regexp.MustCompile(`(?m)^\S+\tnotice\t` + regexp.QuoteMeta(msg) + `\t(\{.*\})$`)
+	all := re.FindAllStringSubmatch(n.proc.stderr.String(), -1)
+	if len(all) == 0 {
+		return nil, false
+	}
+	var f map[string]any
+	if json.Unmarshal([]byte(all[len(all)-1][1]), &f) != nil {
+		return nil, false
+	}
+	return f, true
+}
+
+// addr is the first address the node's latest listening line gives
+// protocol ("gearman", "metrics", ...), "" if none.
+func (n *clusterNode) addr(protocol string) string {
+	f, ok := n.line("listening")
+	if !ok {
+		return ""
+	}
+	l, _ := f[protocol].([]any)
+	if len(l) == 0 {
+		return ""
+	}
+	s, _ := l[0].(string)
+	return s
+}
+
+// role is what the node's latest listening line says it runs.
+func (n *clusterNode) role() string {
+	f, _ := n.line("listening")
+	r, _ := f["role"].(string)
+	return r
+}
+
+func (n *clusterNode) raftAddr() string {
+	f, _ := n.line("cluster node")
+	a, _ := f["raft"].(string)
+	return a
+}
+
+func (n *clusterNode) alive() bool { return n.proc != nil && n.proc.running() }
+
+type testClusterE2E struct {
+	t     *testing.T
+	nodes []*clusterNode
+}
+
+// startCluster starts n nodes: the first bootstraps a cluster of itself,
+// the others join it through the admin command.
+func startCluster(t *testing.T, n int) *testClusterE2E {
+	t.Helper()
+	c := &testClusterE2E{t: t}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		node := &clusterNode{id: id, dir: t.TempDir()}
+		node.args = []string{"--node-id", id, "--cluster-listen", "127.0.0.1:0", "-L", "127.0.0.1", "-p", "0",
+			"-l", "stderr", "--data-dir", node.dir, "--metrics-listen", "127.0.0.1:0",
+			"--periodic-listen", "tcp://127.0.0.1:0", "--dwork-listen", "off", "--memodb-listen", "off", "--controller-socket", "off"}
+		if i == 0 {
+			node.args = append(node.args, "--cluster-peers", id+"@127.0.0.1:0")
+		}
+		c.nodes = append(c.nodes, node)
+		c.start(node)
+		if i == 0 {
+			c.waitLeader(node)
+			continue
+		}
+		waitUntil(t, e2eWaitTimeout, id+"'s raft address", func() (bool, string) {
+			return node.raftAddr() != "", node.proc.stderr.String()
+		})
+		c.admin(c.leader(), "cluster add "+id+" "+node.raftAddr(), "OK\r\n")
+	}
+	for _, node := range c.nodes {
+		c.waitServing(node)
+	}
+	return c
+}
+
+func (c *testClusterE2E) start(n *clusterNode) {
+	c.t.Helper()
+	n.proc = startProcIn(c.t, n.dir, serverBinary(c.t), n.args...)
+}
+
+// restart starts a node that died again, as a follower: its Raft port,
+// 0, is another one now, which the leader is told with "cluster add", as
+// an operator moves a node.
+func (c *testClusterE2E) restart(n *clusterNode) {
+	c.t.Helper()
+	c.start(n)
+	waitUntil(c.t, e2eWaitTimeout, n.id+"'s raft address", func() (bool, string) {
+		return n.raftAddr() != "", n.proc.stderr.String()
+	})
+	c.admin(c.leader(), "cluster add "+n.id+" "+n.raftAddr(), "OK\r\n")
+	c.waitServing(n)
+}
+
+// leader waits for a live node to lead and serve, and returns it.
+func (c *testClusterE2E) leader() *clusterNode {
+	c.t.Helper()
+	var l *clusterNode
+	waitUntil(c.t, e2eWaitTimeout, "a leader", func() (bool, string) {
+		var b strings.Builder
+		for _, n := range c.nodes {
+			if !n.alive() {
+				continue
+			}
+			st, err := clusterStatus(n)
+			fmt.Fprintf(&b, "%s: %+v %v role %q\n", n.id, st, err, n.role())
+			if err == nil && st.Role == "leader" && n.role() == "leader" {
+				l = n
+				return true, ""
+			}
+		}
+		return false, b.String()
+	})
+	return l
+}
+
+// waitLeader waits for n to lead.
+func (c *testClusterE2E) waitLeader(n *clusterNode) {
+	c.t.Helper()
+	waitUntil(c.t, e2eWaitTimeout, n.id+" leading", func() (bool, string) {
+		return n.role() == "leader", n.proc.stderr.String()
+	})
+}
+
+// waitServing waits until n's Gearman port (its own or its relay) answers
+// getpid with the leader's pid.
+func (c *testClusterE2E) waitServing(n *clusterNode) {
+	c.t.Helper()
+	waitUntil(c.t, 2*e2eWaitTimeout, n.id+" serving", func() (bool, string) {
+		l := c.currentLeader()
+		if l == nil {
+			return false, "no leader"
+		}
+		pid, err := getpidAt(n.addr("gearman"))
+		return err == nil && pid == l.proc.cmd.Process.Pid, fmt.Sprintf("getpid %d, %v; leader %s", pid, err, l.id)
+	})
+}
+
+// currentLeader is the live node whose latest line says it leads, if any.
+func (c *testClusterE2E) currentLeader() *clusterNode {
+	for _, n := range c.nodes {
+		if n.alive() && n.role() == "leader" {
+			if st, err := clusterStatus(n); err == nil && st.Role == "leader" {
+				return n
+			}
+		}
+	}
+	return nil
+}
+
+func (c *testClusterE2E) followers() []*clusterNode {
+	l := c.currentLeader()
+	var out []*clusterNode
+	for _, n := range c.nodes {
+		if n.alive() && n != l {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// admin sends one admin command to n's Gearman port and wants reply.
+func (c *testClusterE2E) admin(n *clusterNode, cmd, want string) {
+	c.t.Helper()
+	got, err := adminAt(n.addr("gearman"), cmd)
+	if err != nil || got != want {
+		c.t.Fatalf("%s: %q: %q, %v; want %q", n.id, cmd, got, err, want)
+	}
+}
+
+func getpidAt(addr string) (int, error) {
+	if addr == "" {
+		return 0, fmt.Errorf("no address")
+	}
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	return adminGetpid(conn)
+}
+
+// adminAt sends one admin command and reads its reply: a line, or a
+// listing up to ".\n".
+func adminAt(addr, cmd string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := io.WriteString(conn, cmd+"\r\n"); err != nil {
+		return "", err
+	}
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		k, err := conn.Read(buf)
+		out = append(out, buf[:k]...)
+		s := string(out)
+		if strings.HasSuffix(s, "\r\n") || strings.HasSuffix(s, "\n.\n") || s == ".\n" {
+			return s, nil
+		}
+		if err != nil {
+			return s, err
+		}
+	}
+}
+
+type nodeStatus struct {
+	ID      string `json:"id"`
+	Role    string `json:"role"`
+	Leader  string `json:"leader"`
+	Term    uint64 `json:"term"`
+	Applied uint64 `json:"applied_index"`
+	Members []struct {
+		ID  string `json:"id"`
+		Lag int64  `json:"lag"`
+	} `json:"members"`
+}
+
+func clusterStatus(n *clusterNode) (nodeStatus, error) {
+	var st nodeStatus
+	a := n.addr("metrics")
+	if a == "" {
+		return st, fmt.Errorf("no metrics address yet")
+	}
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + a + "/api/cluster")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return st, fmt.Errorf("%s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+func healthz(n *clusterNode) (int, string) {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + n.addr("metrics") + "/healthz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Bootstrap and serve: Gearman and Periodic jobs submitted through one
+// follower are queued on the leader, visible through every node, and run
+// by workers connected through the other follower; the admin port's
+// "cluster" lists the members through any node.
+func TestE2EClusterServesThroughFollowers(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("a switchyard cluster")
+	}
+	c := startCluster(t, 3)
+	l := c.leader()
+	fs := c.followers()
+	if len(fs) != 2 {
+		t.Fatalf("followers: %d", len(fs))
+	}
+	in, out := fs[0], fs[1]
+
+	// Gearman, with Debian's tools.
+	gearman := requireTool(t, "gearman")
+	host, port, _ := net.SplitHostPort(in.addr("gearman"))
+	for i := range 5 {
+		mustRun(t, "", gearman, "-h", host, "-p", port, "-b", "-f", "rev", fmt.Sprint("job", i))
+	}
+	for _, n := range c.nodes {
+		st, raw := adminStatus(t, n.addr("gearman"))
+		if st["rev"].queued != 5 {
+			t.Errorf("%s's status: %q, want 5 jobs of rev", n.id, raw)
+		}
+	}
+	host, port, _ = net.SplitHostPort(out.addr("gearman"))
+	mustRun(t, "", gearman, "-h", host, "-p", port, "-w", "-f", "rev", "-c", "5", "--", "rev")
+	waitStatus(t, l.addr("gearman"), "rev", "every job done", func(st funcStatus) bool { return st.queued == 0 })
+
+	// Periodic, with the project's raw client: submitted through one
+	// follower, run by a worker through the other.
+	pc := dialPerClient(t, perNet{"tcp", in.addr("periodic")})
+	pc.submit(perJob{Name: "p1", Func: "pf", Workload: "w"})
+	w := dialPerWorker(t, perNet{"tcp", out.addr("periodic")}, "pw", "pf")
+	w.grab("g1")
+	a := w.expectAssign(perReplyTimeout)
+	if a.job.Name != "p1" {
+		t.Errorf("the worker got %+v", a.job)
+	}
+	w.workDone(a.handle)
+	pc.waitJobs("pf", 0, 0)
+
+	// The members, through a follower.
+	members, err := adminAt(in.addr("gearman"), "cluster")
+	if err != nil || strings.Count(members, "\n") != 4 || !strings.Contains(members, l.id+"\t") || !strings.Contains(members, "\tleader\t") {
+		t.Errorf("cluster: %q, %v", members, err)
+	}
+	for _, n := range c.nodes {
+		if code, body := healthz(n); code != 200 || body != "ok\n" {
+			t.Errorf("%s /healthz: %d %q", n.id, code, body)
+		}
+	}
+}
+
+// kill -9 of the leader in the middle of a stream of background submits
+// spread over every node, round after round: a new leader serves within
+// the bound, and every acknowledged job is still there and runs.
+func TestE2EClusterKillLeader(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("a switchyard cluster")
+	}
+	rounds := 5
+	if !testing.Short() {
+		rounds = 20
+	}
+	c := startCluster(t, 3)
+	acked := map[string]string{}
+	var mu sync.Mutex
+	var took []time.Duration
+	for r := range rounds {
+		// A stream through every node, the leader included.
+		var wg sync.WaitGroup
+		for _, n := range c.nodes {
+			if !n.alive() {
+				continue
+			}
+			ch := make(chan [2]string, 256)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				streamSubmits(n.addr("gearman"), "kill", fmt.Sprintf("r%d%s-", r, n.id), 2000, ch)
+			}()
+			go func() {
+				defer wg.Done()
+				for a := range ch {
+					mu.Lock()
+					acked[a[0]] = a[1]
+					mu.Unlock()
+				}
+			}()
+		}
+		l := c.leader()
+		// Some submits in flight, then the kill.
+		waitUntil(t, e2eWaitTimeout, "submits acknowledged", func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) > (r+1)*50, fmt.Sprint(len(acked))
+		})
+		killed := time.Now()
+		l.proc.kill()
+		<-l.proc.done
+		nl := c.leader()
+		for _, f := range c.followers() {
+			c.waitServing(f)
+		}
+		took = append(took, time.Since(killed))
+		t.Logf("round %d: %s killed, %s leads after %v", r, l.id, nl.id, took[len(took)-1])
+		wg.Wait()
+		c.restart(l)
+	}
+	got := drain(t, c.leader().addr("gearman"), "kill")
+	lost := 0
+	for u := range acked {
+		if _, ok := got[u]; !ok {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged jobs lost", lost, len(acked))
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("%d acknowledged, %d ran; failover (kill to every node serving): min %v, median %v, max %v",
+		len(acked), len(got), took[0], took[len(took)/2], took[len(took)-1])
+	if worst := took[len(took)-1]; worst > 10*time.Second {
+		t.Errorf("a failover took %v", worst)
+	}
+}
+
+// A leader paused (SIGSTOP) for 5 s while submits are in flight
+// acknowledges nothing it cannot commit: every job acknowledged through any
+// node runs once the cluster has a leader again, and the paused node comes
+// back as a follower.
+func TestE2EClusterPausedLeader(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("a switchyard cluster")
+	}
+	c := startCluster(t, 3)
+	l := c.leader()
+	acked := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		ch := make(chan [2]string, 256)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			streamSubmits(n.addr("gearman"), "pause", n.id+"-", 1_000_000, ch)
+		}()
+		go func() {
+			defer wg.Done()
+			for a := range ch {
+				mu.Lock()
+				acked[a[0]] = a[1]
+				mu.Unlock()
+			}
+		}()
+	}
+	waitUntil(t, e2eWaitTimeout, "submits acknowledged", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) > 100, fmt.Sprint(len(acked))
+	})
+	syscall.Kill(l.proc.cmd.Process.Pid, syscall.SIGSTOP)
+	time.Sleep(5 * time.Second) // the pause itself, not a synchronisation
+	syscall.Kill(l.proc.cmd.Process.Pid, syscall.SIGCONT)
+	// Every stream ends: the paused leader's connections with it, the
+	// relays' when the leader changed.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("submit streams still running a minute after the pause")
+	}
+	nl := c.leader()
+	if nl == l {
+		t.Logf("%s leads again after its pause", l.id)
+	}
+	got := drain(t, nl.addr("gearman"), "pause")
+	for u := range acked {
+		if _, ok := got[u]; !ok {
+			t.Errorf("acknowledged job %s lost", u)
+		}
+	}
+	t.Logf("%d acknowledged, %d ran", len(acked), len(got))
+	if st, err := clusterStatus(l); err != nil || (nl != l && st.Role != "follower") {
+		t.Errorf("the paused node after its pause: %+v, %v", st, err)
+	}
+}
+
+// A follower restarted with an empty data directory is sent the state by
+// the leader; a member added while jobs flow catches up too; with two of
+// three nodes gone, the survivor says it has no leader.
+func TestE2EClusterCatchUpAndQuorum(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("a switchyard cluster")
+	}
+	c := startCluster(t, 3)
+	l := c.leader()
+	acked := make(chan [2]string, 4096)
+	go streamSubmits(l.addr("gearman"), "keep", "k", 3000, acked)
+	n := 0
+	for range acked {
+		n++
+	}
+	if n != 3000 {
+		t.Fatalf("%d of 3000 acknowledged", n)
+	}
+	storedOn := func(node *clusterNode) (int, error) {
+		st, err := metricsValue(node, "switchyard_cluster_stored_jobs")
+		return int(st), err
+	}
+
+	// A follower loses its directory and comes back empty.
+	f := c.followers()[0]
+	f.proc.kill()
+	<-f.proc.done
+	f.dir = t.TempDir()
+	f.args = replaceArg(f.args, "--data-dir", f.dir)
+	c.restart(f)
+	waitUntil(t, e2eWaitTimeout, f.id+" caught up", func() (bool, string) {
+		k, err := storedOn(f)
+		return k == 3000, fmt.Sprint(k, err)
+	})
+
+	// A fourth node joins while jobs flow.
+	more := make(chan [2]string, 4096)
+	go streamSubmits(l.addr("gearman"), "keep", "m", 2000, more)
+	n4 := &clusterNode{id: "n4", dir: t.TempDir()}
+	n4.args = replaceArg(replaceArg(f.args, "--node-id", "n4"), "--data-dir", n4.dir)
+	c.nodes = append(c.nodes, n4)
+	c.start(n4)
+	waitUntil(t, e2eWaitTimeout, "n4's raft address", func() (bool, string) { return n4.raftAddr() != "", "" })
+	c.admin(f, "cluster add n4 "+n4.raftAddr(), "OK\r\n") // through a follower's relay
+	m := 0
+	for range more {
+		m++
+	}
+	c.waitServing(n4)
+	waitUntil(t, e2eWaitTimeout, "n4 caught up", func() (bool, string) {
+		k, err := storedOn(n4)
+		return k == 3000+m, fmt.Sprint(k, err)
+	})
+	c.admin(l, "cluster remove n4", "OK\r\n")
+	n4.proc.kill()
+
+	// Two of three gone: the survivor has no leader, and says so.
+	var survivor *clusterNode
+	for _, node := range c.nodes[:3] {
+		if node != l && survivor == nil {
+			survivor = node
+			continue
+		}
+		node.proc.kill()
+		<-node.proc.done
+	}
+	waitUntil(t, 2*e2eWaitTimeout, survivor.id+" without a leader", func() (bool, string) {
+		code, body := healthz(survivor)
+		return code == 503 && strings.Contains(body, "no leader"), fmt.Sprint(code, body)
+	})
+	if _, err := adminAt(survivor.addr("gearman"), "status"); err == nil {
+		t.Error("the survivor of three answered status with no leader")
+	}
+}
+
+func replaceArg(args []string, flag, value string) []string {
+	out := append([]string(nil), args...)
+	for i := range out {
+		if out[i] == flag && i+1 < len(out) {
+			out[i+1] = value
+		}
+	}
+	return out
+}
+
+// metricsValue reads one unlabelled gauge off n's /metrics.
+func metricsValue(n *clusterNode, name string) (float64, error) {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + n.addr("metrics") + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return 0, fmt.Errorf("no %s", name)
+	}
+	var v float64
+	_, err = fmt.Sscan(string(m[1]), &v)
+	return v, err
+}
+
