@@ -108,8 +108,15 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.hs = &http.Server{
-		Handler:           s.h,
-		ConnState:         s.countConn,
+		Handler:   s.h,
+		ConnState: s.countConn,
+		// The handler checks each request's framing (framing.go).
+		ConnContext: withConn,
+		// "OPTIONS *" goes to the handler too, which closes the
+		// connection as gearmand does: net/http's own answer would keep
+		// the connection, and the framing check counts every request the
+		// handler is handed.
+		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -118,7 +125,7 @@ func (s *Server) Start() error {
 	s.served = make(chan struct{})
 	go func() {
 		defer close(s.served)
-		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.hs.Serve(framedListener{ln}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http: serve", zap.Error(err))
 		}
 	}()
