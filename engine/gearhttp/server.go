@@ -108,8 +108,13 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.hs = &http.Server{
-		Handler:   s.h,
-		ConnState: s.countConn,
+		Handler:           s.h,
+		ConnState:         s.countConn,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(&zapWriter{s.log}, "", 0),
+
 		// The handler checks each request's framing (framing.go).
 		ConnContext: withConn,
 		// "OPTIONS *" goes to the handler too, which closes the
@@ -117,10 +122,6 @@ func (s *Server) Start() error {
 		// the connection, and the framing check counts every request the
 		// handler is handed.
 		DisableGeneralOptionsHandler: true,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          log.New(&zapWriter{s.log}, "", 0),
 	}
 	s.served = make(chan struct{})
 	go func() {

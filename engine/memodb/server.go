@@ -588,10 +588,10 @@ type event struct {
 type eventKind uint8
 
 const (
-	evWake    eventKind = iota // w may find work: grab and send it
-	evExpired                  // w's deadline passed
-	evReply                    // send m on r
-	evPipeClosed               // the connection ps, w's last, closed
+	evWake       eventKind = iota // w may find work: grab and send it
+	evExpired                     // w's deadline passed
+	evReply                       // send m on r
+	evPipeClosed                  // the connection ps, w's last, closed
 )
 
 func (o *outbox) put(e event) {
