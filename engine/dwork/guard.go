@@ -37,7 +37,7 @@ package dwork
 //     guard learns a connection's identity from the replies: zmq4's ROUTER
 //     writes a reply, before its Send returns, to the connections whose
 //     peer has the identity in the reply's first frame, and the server
-//     names that identity (sendingID) for the length of its Send. When the
+//     names that identity (sendingTo) for the length of its Send. When the
 //     connection closes, the identities written to it go to onClose.
 //
 // Errors the guard returns to zmq4 are net.Errors that are not timeouts,

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"switchyard/sched"
 )
 
@@ -48,11 +50,12 @@ type locations struct {
 	tail        *location
 	keepOnClose bool
 	held        []uint64 // scratch
+	log         *zap.Logger
 }
 
 func newLocations(s *sched.Sched, fn string, max int, ttl time.Duration) *locations {
 	return &locations{s: s, fn: []byte(fn), max: max, ttl: ttl,
-		byName: make(map[string]*location), byConn: make(map[string][]*location)}
+		byName: make(map[string]*location), byConn: make(map[string][]*location), log: zap.NewNop()}
 }
 
 // bind records that l stole on a connection whose peer's identity is id.
@@ -86,6 +89,8 @@ func (ls *locations) closed(id []byte) {
 		l.conns = slices.DeleteFunc(l.conns, func(c string) bool { return c == string(id) })
 		if len(l.conns) == 0 {
 			ls.held = requeueHeld(l.w, ls.held)
+			ls.log.Info("dwork: a host's connections closed; taken as exited, its tasks back in the queue",
+				zap.String("location", l.name), zap.Int("tasks", len(ls.held)))
 			ls.forget(l)
 		}
 	}

@@ -154,7 +154,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	srv := &Server{cfg: cfg, sched: s, log: log, done: make(chan struct{}),
 		closedSig: make(chan struct{}, 1), closeDone: make(chan struct{})}
 	locs := newLocations(s, cfg.Func, cfg.MaxLocations, cfg.LocationTTL)
-	locs.keepOnClose = cfg.KeepOnClose
+	locs.keepOnClose, locs.log = cfg.KeepOnClose, log
 	srv.h = newHandler(s, cfg.Func, cfg.Host, locs, &srv.draining, log)
 	srv.h.send = srv.sendLater
 	return srv

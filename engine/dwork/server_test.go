@@ -702,6 +702,9 @@ func TestHostConnectionsClose(t *testing.T) {
 	}
 	b.sock.Close()
 	e.waitStat(goneWithin, "after h1's last connection closed", 1, 1)
+	if n := e.logs.FilterMessageSnippet("taken as exited").FilterField(zap.String("location", "h1")).Len(); n != 1 {
+		t.Errorf("%d log lines say h1 was taken as exited, want 1", n)
+	}
 	c.steal(t, "h3", 10, "t1", "t2", "t4")
 	c.lookup(t, "t3", "h2")
 }
