@@ -72,6 +72,7 @@ fuzz:
 	$(GO) test ./engine/gearman -run '^$$' -fuzz FuzzServer -fuzztime 180000x
 	$(GO) test ./engine/periodic -run '^$$' -fuzz FuzzServer -fuzztime 200000x
 	$(GO) test ./engine/gearhttp -run '^$$' -fuzz FuzzServer -fuzztime 30000x
+	$(GO) test ./engine/gearhttp -run '^$$' -fuzz '^FuzzFraming$$' -fuzztime 800000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
 

@@ -133,3 +133,49 @@ func TestE2EControllerRunsGearmanJob(t *testing.T) {
 		t.Fatalf("workers after SHUTDOWN:\n%s", out)
 	}
 }
+
+// The first pulse after REGISTER with a task_id other than 0 (the worker
+// was given nothing: a task of an earlier life) gets the worker a RESTART,
+// and it is removed: its pulses are unknown, the listings drop it.
+func TestE2EControllerFirstPulseRestart(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand has no Worker-Controller protocol")
+	}
+	dir, err := os.MkdirTemp("", "sy-ctl") // short: unix socket paths are
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "main.sock")
+	srv := startServerProc(t, "--controller-socket", sock, "--controller-func", "resize")
+	r := ctlPulse(t, sock, &codec.WorkerPulse{Type: codec.PulseType_PULSE_REGISTER, NextPulse: 60})
+	if r.GetError() != codec.ControllerError_CTRL_ERR_OK || r.GetWorkerId() != 1 {
+		t.Fatalf("REGISTER: %v", r)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, "1.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln.(*net.UnixListener).SetDeadline(time.Now().Add(10 * time.Second))
+	ctlPulse(t, sock, &codec.WorkerPulse{Type: codec.PulseType_PULSE_OK, WorkerId: 1, TaskId: 7, NextPulse: 60})
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	var m codec.ControlMsg
+	ctlRecv(t, c, &m)
+	if m.GetType() != codec.ControlType_CTRL_RESTART {
+		t.Fatalf("after a first pulse with task_id 7: %v, want RESTART", &m)
+	}
+	ctlSend(t, c, &codec.WorkerResponse{}, nil)
+	c.Close()
+	if r := ctlPulse(t, sock, &codec.WorkerPulse{Type: codec.PulseType_PULSE_OK, WorkerId: 1, NextPulse: 60}); r.GetError() != codec.ControllerError_CTRL_ERR_UNKNOWN_ID {
+		t.Fatalf("after RESTART: %v", r)
+	}
+	if out := adminCmd(t, srv.addr, "workers"); strings.Contains(out, "worker-1") {
+		t.Fatalf("workers after RESTART:\n%s", out)
+	}
+}

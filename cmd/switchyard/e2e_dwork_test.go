@@ -53,6 +53,7 @@ func requirePyDwork(t *testing.T) string {
 type pyDwork struct {
 	t      *testing.T
 	name   string
+	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
 	stderr *syncBuffer
@@ -61,7 +62,7 @@ type pyDwork struct {
 func startPyDwork(t *testing.T, pbDir, addr, name string) *pyDwork {
 	t.Helper()
 	cmd := exec.Command(pyPython, "testdata/dwork_client.py", "tcp://"+addr, pbDir)
-	p := &pyDwork{t: t, name: name, lines: make(chan string, 16), stderr: &syncBuffer{}}
+	p := &pyDwork{t: t, name: name, cmd: cmd, lines: make(chan string, 16), stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -94,6 +95,16 @@ func startPyDwork(t *testing.T, pbDir, addr, name string) *pyDwork {
 		}
 	})
 	return p
+}
+
+// kill kills the client (SIGKILL) and waits until its output has ended.
+func (p *pyDwork) kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		p.t.Fatal(err)
+	}
+	for range p.lines {
+	}
 }
 
 // pyReply is a reply as dwork_client.py prints it (protobuf's JSON form).
@@ -306,4 +317,27 @@ func TestE2EDworkKill9(t *testing.T) {
 	w.steal("h2", 5)
 	w.lookup("e", "h2")
 	w.lookup("b", "") // ended before the restart: notes of ended tasks live in memory
+}
+
+// A host killed while it holds a task (its pyzmq process, SIGKILL) is
+// taken as exited within about a second: "status" no longer counts it,
+// and its task, back at the head of the queue, is stolen by another host.
+func TestE2EDworkHostKilled(t *testing.T) {
+	t.Parallel()
+	pb := requirePyDwork(t)
+	srv, addr := startDwork(t)
+	h1 := startPyDwork(t, pb, addr, "host 1")
+	h1.want("create", pyCreate([]string{"a"}, []string{"b"}, []string{"c", "a"}), "OK")
+	h1.steal("h1", 1, "a")
+	waitStatus(t, srv.addr, "dwork", "h1 holding a", func(s funcStatus) bool { return s == funcStatus{3, 1, 1} })
+
+	h1.kill()
+	waitUntil(t, goneWithin, "h1 gone, a back in the queue", func() (bool, string) {
+		m, raw := adminStatus(t, srv.addr)
+		return m["dwork"] == funcStatus{3, 0, 0}, raw
+	})
+	h2 := startPyDwork(t, pb, addr, "host 2")
+	h2.steal("h2", 1, "a")
+	h2.want("a done", pyDone("h2", "a"), "OK")
+	h2.steal("h2", 2, "b", "c")
 }

@@ -459,14 +459,14 @@ func httpDifferences(t *testing.T, p *httpPair) {
 	}
 
 	// TRACE: gearmand waits for as many bytes again as the request had,
-	// and never answers; switchyard echoes the request's head.
-	trace := "TRACE /echo HTTP/1.1\r\nHost: x\r\n\r\n"
+	// and never answers; switchyard refuses it with 405, echoing nothing.
+	trace := "TRACE /echo HTTP/1.1\r\nHost: x\r\nCookie: secret=1\r\n\r\n"
 	g = gm.run(t, gw, httpCase{name: "TRACE", raw: trace, wait: time.Second})
 	s = sy.run(t, sw, httpCase{name: "TRACE", raw: trace})
 	if len(g.answer.raw) != 0 || g.answer.closed {
 		t.Errorf("gearmand answered TRACE: %q", g.answer.raw)
 	}
-	if s.answer.status != 200 || s.answer.body != trace {
+	if s.answer.status != http.StatusMethodNotAllowed || s.answer.body != "" || bytes.Contains(s.answer.raw, []byte("secret")) || !s.answer.closed {
 		t.Errorf("switchyard's TRACE: %v", s.answer)
 	}
 
@@ -613,5 +613,39 @@ func TestE2EHTTPGearmanWorker(t *testing.T) {
 	out := mustRun(t, "", curl, "-sS", "--data-binary", "twelve bytes", "http://"+s.http+"/wc")
 	if strings.TrimSpace(out) != "12" {
 		t.Fatalf("curl got %q", out)
+	}
+}
+
+// A request with both Content-Length and Transfer-Encoding, the shape of
+// request smuggling, sent over a raw connection with a second request
+// hidden after its chunked body: one answer, 400, and the connection
+// closed; neither request submits a job. TRACE is refused, echoing
+// nothing of the request.
+func TestE2EHTTPSmugglingAndTrace(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand takes the Content-Length and never answers TRACE")
+	}
+	s := startHTTPServer(t, serverBinary(t))
+	bg := "X-Gearman-Background: true\r\nConnection: keep-alive\r\n"
+	raw := "POST /front HTTP/1.1\r\nHost: x\r\n" + bg + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+		"POST /smuggled HTTP/1.1\r\nHost: x\r\n" + bg + "Content-Length: 1\r\n\r\nx"
+	a, err := sendHTTP(s.http, raw, e2eWaitTimeout)
+	if err != nil || a.status != http.StatusBadRequest || !a.closed || bytes.Count(a.raw, []byte("HTTP/1.1 ")) != 1 {
+		t.Fatalf("Content-Length with Transfer-Encoding: %v %q, %v; want one 400 and the connection closed", a, a.raw, err)
+	}
+	// A request on a connection of its own, answered after the one above:
+	// had either of those made a job, status would list its function.
+	if a, err := sendHTTP(s.http, httpPost("after", "X-Gearman-Background: true\r\n", "y"), e2eWaitTimeout); err != nil || a.command != "JOB_CREATED" {
+		t.Fatalf("a request after: %v, %v", a, err)
+	}
+	m, out := adminStatus(t, s.gear)
+	if _, ok := m["after"]; !ok || len(m) != 1 {
+		t.Fatalf("status:\n%s\nwant the function after alone", out)
+	}
+
+	a, err = sendHTTP(s.http, "TRACE /after HTTP/1.1\r\nHost: x\r\nCookie: secret=1\r\n\r\n", e2eWaitTimeout)
+	if err != nil || a.status != http.StatusMethodNotAllowed || !a.closed || a.body != "" || bytes.Contains(a.raw, []byte("secret")) {
+		t.Fatalf("TRACE: %v %q, %v; want 405, nothing echoed", a, a.raw, err)
 	}
 }

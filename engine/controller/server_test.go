@@ -740,6 +740,38 @@ func TestTaskIDCheck(t *testing.T) {
 			t.Fatalf("got %v", c.msg)
 		}
 	})
+	t.Run("the first pulse after REGISTER reports one", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		w := e.worker(runner)
+		x := e.submit("x")
+		// It was given nothing: a task_id is a task of an earlier life.
+		w.pulse(codec.PulseType_PULSE_OK, x+1000)
+		if c := w.next(); c.msg.Type != codec.ControlType_CTRL_RESTART {
+			t.Fatalf("got %v, want RESTART", c.msg)
+		}
+		if got := w.pulse(codec.PulseType_PULSE_OK, 0); got != codec.ControllerError_CTRL_ERR_UNKNOWN_ID {
+			t.Fatalf("the restarted worker's pulse: %v", got)
+		}
+		other := e.worker(runner)
+		other.pulse(codec.PulseType_PULSE_OK, 0)
+		if c := other.next(); c.msg.Type != codec.ControlType_CTRL_SET_TASK || c.msg.GetTaskId() != x {
+			t.Fatalf("the queued task went to %v", c.msg)
+		}
+		select {
+		case c := <-w.got:
+			t.Fatalf("the restarted worker got %v after its RESTART", c.msg)
+		default:
+		}
+	})
+	t.Run("the first pulse after REGISTER reports none", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		w := e.worker(runner)
+		x := e.submit("x")
+		w.pulse(codec.PulseType_PULSE_OK, 0)
+		if c := w.next(); c.msg.Type != codec.ControlType_CTRL_SET_TASK || c.msg.GetTaskId() != x {
+			t.Fatalf("got %v, want SET_TASK %d", c.msg, x)
+		}
+	})
 	t.Run("reports the finished one during the next push", func(t *testing.T) {
 		e := newEnv(t, Config{})
 		release := make(chan struct{})

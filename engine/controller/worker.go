@@ -93,7 +93,12 @@ func (w *worker) heard(taskID, nextPulse uint64, fetch bool) {
 	w.sw.ExpectWithin(pulseWait(nextPulse))
 	w.mu.Lock()
 	switch {
-	case w.booting || w.gone:
+	case w.gone:
+	case w.booting:
+		// Its first pulse: no task goes to a worker before it, so it
+		// holds none and has finished none, and any task_id but 0
+		// disagrees.
+		w.check(taskID, false, 0)
 	case w.inFlight:
 		w.latePulse, w.lateTask = true, taskID
 	default:

@@ -1,7 +1,10 @@
 package dwork
 
 import (
+	"slices"
 	"time"
+
+	"go.uber.org/zap"
 
 	"switchyard/sched"
 )
@@ -17,8 +20,13 @@ import (
 //     holds nothing is forgotten to make room; if every one holds tasks,
 //     the newcomer gets none.
 //
-// A location that holds tasks is never forgotten: only Exit gives its
-// tasks back, as with the real hub.
+// A location that holds tasks is not forgotten that way: Exit gives its
+// tasks back, as with the real hub, and so does the closing of every
+// connection it stole on. A location is bound to the connections of its
+// Steals, each known by its peer's ZeroMQ identity (the envelope's first
+// frame); when the last of them closes, the host is taken as exited: what
+// it holds goes back first in line and it is forgotten (unless keepOnClose:
+// the hub's way, which notices nothing).
 
 // location is one stealing host.
 type location struct {
@@ -27,21 +35,65 @@ type location struct {
 	seen       time.Time // last request naming it, by the monotonic clock
 	active     bool      // stole or completed since it was made or last exited (the hub's "listed as active")
 	prev, next *location // the table's list, least recently seen first
+	conns      []string  // identities of the open connections it stole on
 }
 
 // locations is the table.
 type locations struct {
-	s      *sched.Sched
-	fn     []byte
-	max    int
-	ttl    time.Duration
-	byName map[string]*location
-	head   *location // least recently seen
-	tail   *location
+	s           *sched.Sched
+	fn          []byte
+	max         int
+	ttl         time.Duration
+	byName      map[string]*location
+	byConn      map[string][]*location // identity -> the locations that stole on it
+	head        *location              // least recently seen
+	tail        *location
+	keepOnClose bool
+	held        []uint64 // scratch
+	log         *zap.Logger
 }
 
 func newLocations(s *sched.Sched, fn string, max int, ttl time.Duration) *locations {
-	return &locations{s: s, fn: []byte(fn), max: max, ttl: ttl, byName: make(map[string]*location)}
+	return &locations{s: s, fn: []byte(fn), max: max, ttl: ttl,
+		byName: make(map[string]*location), byConn: make(map[string][]*location), log: zap.NewNop()}
+}
+
+// bind records that l stole on a connection whose peer's identity is id.
+func (ls *locations) bind(l *location, id []byte) {
+	if ls.keepOnClose {
+		return
+	}
+	for _, c := range l.conns {
+		if c == string(id) {
+			return
+		}
+	}
+	c := string(id)
+	l.conns = append(l.conns, c)
+	ls.byConn[c] = append(ls.byConn[c], l)
+}
+
+// closed is the closing of the connection whose peer's identity is id: a
+// location that stole on it and on no other open connection is taken as
+// exited, as Exit does: what it holds goes back first in line, and it is
+// forgotten.
+func (ls *locations) closed(id []byte) {
+	locs, ok := ls.byConn[string(id)]
+	if !ok {
+		return
+	}
+	delete(ls.byConn, string(id))
+	// The last bound first: each requeue goes to the front, so the tasks
+	// of the location that first stole on the connection lead.
+	for _, l := range slices.Backward(locs) {
+		l.conns = slices.DeleteFunc(l.conns, func(c string) bool { return c == string(id) })
+		if len(l.conns) == 0 {
+			ls.held = requeueHeld(l.w, ls.held)
+			ls.log.Info("dwork: a host's connections closed; taken as exited, its tasks back in the queue",
+				zap.String("location", l.name), zap.Int("tasks", len(ls.held)))
+			ls.forget(l)
+		}
+	}
 }
 
 // nopWaker: a location's worker never sleeps, Steal never waits.
@@ -105,6 +157,15 @@ func (ls *locations) evict() bool {
 func (ls *locations) forget(l *location) {
 	delete(ls.byName, l.name)
 	ls.unlink(l)
+	for _, c := range l.conns {
+		rest := slices.DeleteFunc(ls.byConn[c], func(x *location) bool { return x == l })
+		if len(rest) == 0 {
+			delete(ls.byConn, c)
+		} else {
+			ls.byConn[c] = rest
+		}
+	}
+	l.conns = nil
 	l.w.Close()
 }
 

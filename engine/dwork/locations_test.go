@@ -131,3 +131,65 @@ func TestRequeueHeld(t *testing.T) {
 		t.Fatalf("grabbed %v after the requeue, want %v", got, want)
 	}
 }
+
+// The connections of locations: a location is taken as exited when the
+// last connection it stole on closes; one connection may serve several
+// locations; a location forgotten otherwise (Exit, the TTL) leaves no
+// trace in the table of connections.
+func TestLocationsClosed(t *testing.T) {
+	ls, s := locTable(t, 10, "j1", "j2", "j3")
+	now := time.Now()
+	a, b := ls.get("a", now, true), ls.get("b", now, true)
+	a.w.Grab()
+	b.w.Grab()
+	ls.bind(a, []byte("conn1"))
+	ls.bind(a, []byte("conn2"))
+	ls.bind(a, []byte("conn1")) // again: nothing new
+	ls.bind(b, []byte("conn2"))
+	if len(a.conns) != 2 || len(ls.byConn["conn2"]) != 2 {
+		t.Fatalf("a on %q, conn2 serves %d", a.conns, len(ls.byConn["conn2"]))
+	}
+	ls.closed([]byte("conn1"))
+	if got := ls.names(); !slices.Equal(got, []string{"a", "b"}) || a.w.Running() != 1 {
+		t.Fatalf("after conn1 closed: %v, a holding %d; want a still on conn2", got, a.w.Running())
+	}
+	ls.closed([]byte("unknown"))
+	ls.closed([]byte("conn2"))
+	if got := ls.names(); len(got) != 0 || workers(s) != 0 || s.Len() != 3 || len(ls.byConn) != 0 {
+		t.Fatalf("after conn2 closed: %v, %d workers, %d jobs, %d connections; want none, none, 3, none",
+			got, workers(s), s.Len(), len(ls.byConn))
+	}
+	c := ls.get("c", now, true)
+	var grabbed []string
+	for j := c.w.Grab(); j != nil; j = c.w.Grab() {
+		grabbed = append(grabbed, j.Unique())
+	}
+	if want := []string{"j1", "j2", "j3"}; !slices.Equal(grabbed, want) {
+		t.Fatalf("grabbed %v after the closes, want %v (given back first in line)", grabbed, want)
+	}
+
+	d := ls.get("d", now, true)
+	ls.bind(d, []byte("conn3"))
+	ls.bind(c, []byte("conn3"))
+	ls.forget(d) // an Exit
+	if got := ls.byConn["conn3"]; len(got) != 1 || got[0] != c {
+		t.Fatalf("conn3 serves %d locations after d was forgotten, want c alone", len(got))
+	}
+	ls.forget(c)
+	if len(ls.byConn) != 0 {
+		t.Fatalf("%d connections known with no location", len(ls.byConn))
+	}
+}
+
+// keepOnClose binds nothing: a closed connection takes no location away.
+func TestLocationsKeepOnClose(t *testing.T) {
+	ls, _ := locTable(t, 10, "j1")
+	ls.keepOnClose = true
+	a := ls.get("a", time.Now(), true)
+	a.w.Grab()
+	ls.bind(a, []byte("conn1"))
+	ls.closed([]byte("conn1"))
+	if got := ls.names(); !slices.Equal(got, []string{"a"}) || a.w.Running() != 1 {
+		t.Fatalf("%v, a holding %d; want a holding its task", got, a.w.Running())
+	}
+}

@@ -11,7 +11,9 @@
 // answers NotFound at once when nothing is ready). A Create waits for the
 // durable store before its OK, without holding that goroutine: the reply
 // goes out from the store's callback. Each host that steals is a location,
-// one sched.Worker named after it.
+// one sched.Worker named after it. A host whose connections it stole on
+// have all closed is taken as exited (see locations.go), as the guarded
+// transport reports closed connections (guard.go).
 package dwork
 
 import (
@@ -58,6 +60,12 @@ type Config struct {
 	// 4 × codec.MaxMessage.
 	WriteTimeout time.Duration
 	MaxOutbound  int
+	// KeepOnClose leaves a host its tasks when the connections it stole on
+	// close, as dwork's hub does (for hosts that connect once a request,
+	// as dwork's dquery steal and complete from a shell do). By default
+	// such a host is taken as exited: its tasks go back to the queue, first
+	// in line, and it is forgotten, as an Exit does.
+	KeepOnClose bool
 }
 
 // Defaults of Config.
@@ -94,6 +102,24 @@ type Server struct {
 	done     chan struct{} // the serving goroutine has returned
 	stopOnce sync.Once
 	frames   [][]byte // a reply's frames, the serving goroutine's
+
+	// hmu serializes the handler (and its table of locations) between the
+	// serving goroutine and the one that hears of closed connections.
+	hmu sync.Mutex
+	// sendMu makes one Send at a time, so that the guard knows whose
+	// reply it writes (guardListener.sendingTo); sendID is that reply's
+	// peer identity.
+	sendMu sync.Mutex
+	sendID []byte
+	// Identities whose connections closed, for closer.
+	closedMu  sync.Mutex
+	closedIDs [][]byte
+	closedSig chan struct{}
+	closerWG  sync.WaitGroup
+	closeDone chan struct{} // closed by Stop: closer returns
+	// closedNote, when set (tests, before Start), hears each identity
+	// closer has dealt with.
+	closedNote func(id []byte)
 }
 
 // New prepares a server; Start binds and runs it.
@@ -125,8 +151,10 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	srv := &Server{cfg: cfg, sched: s, log: log, done: make(chan struct{})}
+	srv := &Server{cfg: cfg, sched: s, log: log, done: make(chan struct{}),
+		closedSig: make(chan struct{}, 1), closeDone: make(chan struct{})}
 	locs := newLocations(s, cfg.Func, cfg.MaxLocations, cfg.LocationTTL)
+	locs.keepOnClose, locs.log = cfg.KeepOnClose, log
 	srv.h = newHandler(s, cfg.Func, cfg.Host, locs, &srv.draining, log)
 	srv.h.send = srv.sendLater
 	return srv
@@ -195,6 +223,7 @@ func (s *Server) Start() error {
 		maxCmd:    maxCommand,
 		maxConns:  int64(s.cfg.MaxConns),
 		log:       s.log,
+		onClose:   s.connClosed,
 	})
 	zlog, err := zap.NewStdLogAt(s.log, zapcore.DebugLevel)
 	if err != nil {
@@ -208,6 +237,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("dwork: %w", err)
 	}
 	go s.serve()
+	s.closerWG.Go(s.closer)
 	return nil
 }
 
@@ -240,6 +270,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.closing.Store(true)
 		s.sock.Close()
+		close(s.closeDone)
+		s.closerWG.Wait()
 		select {
 		case <-s.done:
 			s.h.locs.closeAll()
@@ -249,6 +281,45 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.ln.wait()
 	})
 	return err
+}
+
+// connClosed is the guard's onClose: it queues the identities for closer
+// and never waits.
+func (s *Server) connClosed(ids [][]byte) {
+	s.closedMu.Lock()
+	s.closedIDs = append(s.closedIDs, ids...)
+	s.closedMu.Unlock()
+	select {
+	case s.closedSig <- struct{}{}:
+	default:
+	}
+}
+
+// closer is the goroutine that takes the hosts of closed connections as
+// exited (locations.closed), between the serving goroutine's requests.
+func (s *Server) closer() {
+	var ids [][]byte
+	for {
+		select {
+		case <-s.closedSig:
+		case <-s.closeDone:
+			return
+		}
+		s.closedMu.Lock()
+		ids, s.closedIDs = s.closedIDs, ids[:0]
+		s.closedMu.Unlock()
+		s.hmu.Lock()
+		for _, id := range ids {
+			s.h.locs.closed(id)
+		}
+		s.hmu.Unlock()
+		if s.closedNote != nil {
+			for _, id := range ids {
+				s.closedNote(id)
+			}
+		}
+		clear(ids)
+	}
 }
 
 // serve is the one goroutine that receives, handles and replies.
@@ -266,6 +337,7 @@ func (s *Server) serve() {
 			continue // a ZMTP command (PING) zmq4 passes on: not a request
 		}
 		env, body, ok := split(msg.Frames)
+		s.hmu.Lock()
 		var reply []byte
 		if ok {
 			reply = s.h.handle(body, env)
@@ -276,9 +348,15 @@ func (s *Server) serve() {
 		}
 		if reply != nil {
 			s.frames = append(append(s.frames[:0], env...), reply)
-			s.sendFrames(s.frames)
+			if !s.sendFrames(s.frames) {
+				// No connection has the peer's identity: it closed before
+				// (or as) its request was handled, and its closing may not
+				// have named that identity, which had no reply yet.
+				s.h.locs.closed(env[0])
+			}
 			clear(s.frames)
 		}
+		s.hmu.Unlock()
 	}
 }
 
@@ -304,12 +382,22 @@ func (s *Server) sendLater(env [][]byte, reply []byte) {
 	s.sendFrames(append(env[:len(env):len(env)], reply))
 }
 
-// sendFrames sends a reply. zmq4 writes it into the guarded connection's
-// buffer before returning (see guard.go): this never waits on the client.
-func (s *Server) sendFrames(frames [][]byte) {
-	if err := s.sock.Send(zmq4.NewMsgFrom(frames...)); err != nil && !s.closing.Load() {
+// sendFrames sends a reply, frames[0] the peer's identity, and reports
+// whether it reached a connection. zmq4 writes it into the guarded
+// connections' buffers before returning (see guard.go): this never waits
+// on the client.
+func (s *Server) sendFrames(frames [][]byte) (reached bool) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.sendID = frames[0]
+	s.ln.sendingTo(&s.sendID)
+	err := s.sock.Send(zmq4.NewMsgFrom(frames...))
+	s.ln.sendingTo(nil)
+	s.sendID = nil
+	if err != nil && !s.closing.Load() {
 		s.log.Debug("dwork: a reply was not sent", zap.Error(err))
 	}
+	return s.ln.reached.Load() > 0
 }
 
 // The guarded transport (guard.go) is registered with zmq4 once, under a

@@ -31,11 +31,12 @@ import (
 const replyTimeout = 10 * time.Second
 
 type tenv struct {
-	t    *testing.T
-	s    *sched.Sched
-	srv  *Server
-	addr string
-	logs *observer.ObservedLogs
+	t      *testing.T
+	s      *sched.Sched
+	srv    *Server
+	addr   string
+	logs   *observer.ObservedLogs
+	closed chan string // identities whose closing the server has dealt with
 }
 
 // start runs a server with cfg (on 127.0.0.1:0, origin "hub" unless cfg
@@ -52,6 +53,13 @@ func start(t *testing.T, cfg Config, scfg sched.Config) *tenv {
 		cfg.Host = "hub"
 	}
 	srv := New(cfg, s, zap.New(core))
+	closed := make(chan string, 1024)
+	srv.closedNote = func(id []byte) {
+		select {
+		case closed <- string(id):
+		default: // a test that does not look
+		}
+	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +70,7 @@ func start(t *testing.T, cfg Config, scfg sched.Config) *tenv {
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return &tenv{t: t, s: s, srv: srv, addr: srv.Addrs()[0].String(), logs: logs}
+	return &tenv{t: t, s: s, srv: srv, addr: srv.Addrs()[0].String(), logs: logs, closed: closed}
 }
 
 // client is a REQ socket.
@@ -632,4 +640,116 @@ func TestDrainAndStop(t *testing.T) {
 	if want := []string{"t1", "t3", "t4"}; !slices.Equal(got, want) {
 		t.Fatalf("after Stop the queue holds %v, want %v", got, want)
 	}
+}
+
+// waitClosed waits until the server has dealt with a connection's closing.
+func (e *tenv) waitClosed() {
+	e.t.Helper()
+	select {
+	case <-e.closed:
+	case <-time.After(replyTimeout):
+		e.t.Fatal("no connection's closing dealt with")
+	}
+}
+
+// goneWithin is how soon a host whose connections close must be gone
+// (issue 24: "within a second").
+const goneWithin = time.Second
+
+// dworkStat is the dwork function's counts in the scheduler.
+func dworkStat(s *sched.Sched) sched.FuncStat {
+	for _, f := range s.Funcs() {
+		if f.Name == DefaultFunc {
+			return f
+		}
+	}
+	return sched.FuncStat{}
+}
+
+// waitStat polls, for at most within, until the dwork function's counts
+// are running tasks held and workers hosts.
+func (e *tenv) waitStat(within time.Duration, what string, running, workers int) {
+	e.t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(time.Millisecond) {
+		st := dworkStat(e.s)
+		if st.Running == running && st.Workers == workers {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: %+v after %v, want %d running, %d workers", what, st, within, running, workers)
+		}
+	}
+}
+
+// A host whose connections it stole on have all closed is taken as
+// exited, within a second: its tasks go back first in line, in the order
+// it stole them, and it is no longer a worker. While one of them is open
+// it keeps them.
+func TestHostConnectionsClose(t *testing.T) {
+	e := start(t, Config{}, sched.Config{})
+	c := e.dial()
+	wantType(t, "create", c.do(createReq(task("t1"), task("t2"), task("t3"), task("t4"))), codec.QueryMsg_OK)
+	a, b := e.dial(), e.dial()
+	a.steal(t, "h1", 1, "t1")
+	b.steal(t, "h1", 1, "t2")
+	c.steal(t, "h2", 1, "t3")
+	e.waitStat(replyTimeout, "stolen", 3, 2)
+
+	a.sock.Close()
+	e.waitClosed() // dealt with: h1 still has b
+	if st := dworkStat(e.s); st.Running != 3 || st.Workers != 2 {
+		t.Fatalf("after one of h1's connections closed: %+v, want it to hold its tasks", st)
+	}
+	b.sock.Close()
+	e.waitStat(goneWithin, "after h1's last connection closed", 1, 1)
+	if n := e.logs.FilterMessageSnippet("taken as exited").FilterField(zap.String("location", "h1")).Len(); n != 1 {
+		t.Errorf("%d log lines say h1 was taken as exited, want 1", n)
+	}
+	c.steal(t, "h3", 10, "t1", "t2", "t4")
+	c.lookup(t, "t3", "h2")
+}
+
+// A Steal whose connection closes before its reply is written (the peer
+// sent it and left): the tasks it would have taken go back at once.
+func TestHostLeavesBeforeItsReply(t *testing.T) {
+	e := start(t, Config{}, sched.Config{})
+	c := e.dial()
+	wantType(t, "create", c.do(createReq(task("t1"))), codec.QueryMsg_OK)
+	gone := e.dial()
+	b, err := proto.Marshal(stealReq("h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.send(b)
+	gone.sock.Close()
+	// Whether the server handled the Steal before or after the close, the
+	// task is back.
+	for deadline := time.Now().Add(replyTimeout); ; {
+		r := c.do(stealReq("h2"))
+		if r.GetType() == codec.QueryMsg_Transfer {
+			wantStolen(t, "steal by h2", r, time.Time{}, time.Now(), "t1")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("t1 not back after %v: %v", replyTimeout, dworkStat(e.s))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	e.waitStat(replyTimeout, "h2 holds t1", 1, 1)
+}
+
+// KeepOnClose: the hub's way, a host keeps its tasks whatever its
+// connections do (dquery steals from a shell, a connection a request).
+func TestKeepOnClose(t *testing.T) {
+	e := start(t, Config{KeepOnClose: true}, sched.Config{})
+	c := e.dial()
+	wantType(t, "create", c.do(createReq(task("t1"))), codec.QueryMsg_OK)
+	once := e.dial()
+	once.steal(t, "h1", 1, "t1")
+	once.sock.Close()
+	e.waitClosed()
+	if st := dworkStat(e.s); st.Running != 1 || st.Workers != 1 {
+		t.Fatalf("%+v, want h1 holding t1", st)
+	}
+	wantType(t, "completion from another connection", c.do(doneReq("h1", "t1")), codec.QueryMsg_OK)
 }

@@ -54,6 +54,8 @@ func FuzzServer(f *testing.F) {
 		"POST /f HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n",
 		"POST /f HTTP/1.1\r\nHost: x\r\nX-Gearman-Background: true\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx" + post("g", "", "y"),
 		"POST /f HTTP/2.0\r\n\r\n",
+		"POST /f HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + post("g", "", "y"),
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
 		"garbage\r\n\r\n",
 	} {
 		f.Add([]byte(seed))

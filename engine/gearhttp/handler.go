@@ -3,16 +3,16 @@ package gearhttp
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
-	"switchyard/engine/source"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/source"
 	"switchyard/sched"
 )
 
@@ -53,6 +53,18 @@ const (
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if fc, ok := r.Context().Value(connKey{}).(*framedConn); ok {
+		switch fc.verdict() {
+		case refuse:
+			h.log.Info("http: a request with both Content-Length and Transfer-Encoding (request smuggling); refused",
+				zap.String("from", r.RemoteAddr))
+			badRequest(w, "Content-Length with Transfer-Encoding")
+			return
+		case closeAfter:
+			// Its body may be chunked: the connection is not read on.
+			w.Header()["Connection"] = []string{"close"}
+		}
+	}
 	m := methodOf(r.Method)
 	switch m {
 	case methodRefused:
@@ -60,7 +72,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hangUp(w)
 		return
 	case methodTrace:
-		h.trace(w, r)
+		// gearmand waits for as many bytes again as the request had and
+		// never answers; an echo would hand a page's script the cookies
+		// of the request (cross-site tracing).
+		w.Header()["Allow"] = []string{"GET, HEAD, POST, PUT"}
+		h.reply(w, r, http.StatusMethodNotAllowed, nil, "", nil)
 		return
 	}
 	sub := parseSubmit(r)
@@ -237,25 +253,35 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, hand
 	}
 }
 
-// trace echoes the request's head, as gearmand's TRACE sets out to (it
-// then waits for as many bytes again as it has read, and never answers).
-func (h *Handler) trace(w http.ResponseWriter, r *http.Request) {
-	head, err := httputil.DumpRequest(r, false)
+// badRequest answers 400 on the connection itself and closes it: the
+// bytes after the request's head, which may hold another request, are
+// never read as requests (net/http, answering, would read on to discard
+// the body). The peer's last bytes are drained, for a while, before the
+// close, so that the close does not reset the connection under the
+// answer.
+func badRequest(w http.ResponseWriter, why string) {
+	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		hangUp(w)
+		panic(http.ErrAbortHandler) // not an HTTP/1 connection
+	}
+	defer conn.Close()
+	body := "400 Bad Request: " + why + "\n"
+	conn.SetDeadline(time.Now().Add(drainTime))
+	if _, err := io.WriteString(conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body); err != nil {
 		return
 	}
-	hd := w.Header()
-	if h.cfg.Server != "" {
-		hd["Server"] = []string{h.cfg.Server}
+	if tc, ok := conn.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
 	}
-	hd["Content-Type"] = []string{"message/http"}
-	hd["Content-Length"] = []string{strconv.Itoa(len(head))}
-	hd["Connection"] = []string{"close"}
-	hd["Date"] = nil
-	w.WriteHeader(http.StatusOK)
-	w.Write(head)
+	io.Copy(io.Discard, io.LimitReader(conn, maxDrain))
 }
+
+// How long, and how much, badRequest drains.
+const (
+	drainTime = time.Second
+	maxDrain  = 256 << 10
+)
 
 // hangUp closes the connection without an answer.
 func hangUp(w http.ResponseWriter) {

@@ -24,7 +24,7 @@ const (
 	methodRefused method = iota // anything else: gearmand closes the connection without a word
 	methodSubmit                // GET, PUT, POST
 	methodHead                  // HEAD: a job too, answered without a body (and without X-Gearman-Command)
-	methodTrace                 // TRACE: the request echoed back
+	methodTrace                 // TRACE: refused, 405 (gearmand never answers it)
 )
 
 func methodOf(m string) method {

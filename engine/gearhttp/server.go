@@ -114,11 +114,19 @@ func (s *Server) Start() error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(&zapWriter{s.log}, "", 0),
+
+		// The handler checks each request's framing (framing.go).
+		ConnContext: withConn,
+		// "OPTIONS *" goes to the handler too, which closes the
+		// connection as gearmand does: net/http's own answer would keep
+		// the connection, and the framing check counts every request the
+		// handler is handed.
+		DisableGeneralOptionsHandler: true,
 	}
 	s.served = make(chan struct{})
 	go func() {
 		defer close(s.served)
-		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.hs.Serve(framedListener{ln}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http: serve", zap.Error(err))
 		}
 	}()

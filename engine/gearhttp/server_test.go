@@ -552,13 +552,14 @@ func TestNoJob(t *testing.T) {
 	resp, body, _ = exchange(t, e.http, "POST /f HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n401\r\n"+strings.Repeat("b", 1025)+"\r\n0\r\n\r\n")
 	checkReply(t, resp, body, http.StatusRequestEntityTooLarge, "", "", "")
 
-	// gearmand closes the connection on any other method.
-	for _, m := range []string{"DELETE", "OPTIONS", "PATCH", "get"} {
+	// gearmand closes the connection on any other method, "OPTIONS *"
+	// (which net/http would answer itself) included.
+	for _, m := range []string{"DELETE /f", "OPTIONS /f", "OPTIONS *", "PATCH /f", "get /f"} {
 		c, err := net.Dial("tcp", e.http)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, m+" /f HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+		io.WriteString(c, m+" HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
 		if !closedByServer(t, c) {
 			t.Errorf("%s: answered", m)
 		}
@@ -579,10 +580,16 @@ func TestNoJob(t *testing.T) {
 		t.Fatalf("%d jobs", n)
 	}
 
-	resp, body, _ = exchange(t, e.http, "TRACE /f HTTP/1.1\r\nHost: x\r\nX-A: b\r\n\r\n")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "message/http" ||
-		!strings.HasPrefix(string(body), "TRACE /f HTTP/1.1\r\n") || !strings.Contains(string(body), "X-A: b\r\n") {
+	// TRACE is refused: an echo of the head would hand a page's script
+	// the request's cookies.
+	resp, body, _ = exchange(t, e.http, "TRACE /f HTTP/1.1\r\nHost: x\r\nCookie: secret=1\r\nX-A: b\r\n\r\n")
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD, POST, PUT" || len(body) != 0 || !resp.Close {
 		t.Fatalf("TRACE: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	for k, v := range resp.Header {
+		if strings.Contains(strings.Join(v, ","), "secret") || k == "X-A" {
+			t.Fatalf("TRACE echoed %s: %q", k, v)
+		}
 	}
 }
 
@@ -717,5 +724,93 @@ func TestStopAndDrain(t *testing.T) {
 			t.Fatal("the stopped request's job is still queued")
 		}
 		time.Sleep(time.Millisecond) // polling the scheduler's view
+	}
+}
+
+// A request with both Content-Length and Transfer-Encoding is the shape of
+// request smuggling (RFC 9112 §6.3: the two disagree on where the body
+// ends, and a proxy in front may have taken the other): it is refused with
+// 400 and the connection closed, whatever follows it unread, so neither
+// it nor a request hidden in its body is ever submitted. net/http alone
+// takes the chunked body and drops the Content-Length before a handler
+// sees the request. A request with Transfer-Encoding alone is served, and
+// its connection closed after the answer.
+func TestContentLengthWithTransferEncoding(t *testing.T) {
+	e := start(t, Config{}, sched.Config{})
+	bg := "X-Gearman-Background: true\r\nConnection: keep-alive\r\n"
+	hidden := "POST /smuggled HTTP/1.1\r\nHost: x\r\nX-Gearman-Background: true\r\nContent-Length: 1\r\n\r\nx"
+	next := "POST /next HTTP/1.1\r\nHost: x\r\n" + bg + "Content-Length: 1\r\n\r\nx"
+	for _, tc := range []struct {
+		name, raw string
+	}{
+		{"chunked body, a request after it", "POST /f HTTP/1.1\r\nHost: x\r\n" + bg +
+			"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden},
+		{"a request in the Content-Length body", "POST /f HTTP/1.1\r\nHost: x\r\n" + bg +
+			fmt.Sprintf("Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n0\r\n\r\n", 5+len(hidden)) + hidden},
+		{"names in any case", "POST /f HTTP/1.1\r\nHost: x\r\n" + bg +
+			"transfer-encoding: CHUNKED\r\ncontent-LENGTH: 5\r\n\r\n0\r\n\r\n" + hidden},
+		{"HTTP/1.0, where net/http ignores Transfer-Encoding", "POST /f HTTP/1.0\r\n" + bg +
+			fmt.Sprintf("Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n", len(hidden)) + hidden},
+		{"a CR before the name, which net/http trims", "POST /f HTTP/1.1\r\nHost: x\r\n" + bg +
+			"\rContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden},
+		{"Transfer-Encoding folded onto two lines", "POST /f HTTP/1.1\r\nHost: x\r\n" + bg +
+			"Content-Length: 5\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" + hidden},
+		{"the second request of a kept connection", post("first", bg, "1") +
+			"POST /f HTTP/1.1\r\nHost: x\r\n" + bg + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", e.http)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.raw+next); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(c)
+			if strings.HasPrefix(tc.raw, "POST /first ") {
+				resp, _ := readResponse(t, c, r, tc.raw)
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gearman-Command") != "JOB_CREATED" {
+					t.Fatalf("the first request: %d %v", resp.StatusCode, resp.Header)
+				}
+			}
+			resp, body := readResponse(t, c, r, tc.raw)
+			if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+				t.Errorf("answered %d (close %v) %v %q, want 400 and the connection closed", resp.StatusCode, resp.Close, resp.Header, body)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if rest, err := io.ReadAll(r); err != nil || len(rest) > 0 {
+				t.Errorf("after the 400: %q, %v; want the connection closed", rest, err)
+			}
+			for _, j := range e.sched.Jobs() {
+				if j.Func != "first" {
+					t.Errorf("a job of %q was submitted", j.Func)
+				}
+			}
+		})
+	}
+
+	// Transfer-Encoding alone: served, then the connection is closed, so
+	// the server never has to find where a chunked body ends to read on.
+	raw := "POST /chunked HTTP/1.1\r\nHost: x\r\n" + bg + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" + next
+	c, err := net.Dial("tcp", e.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, raw)
+	r := bufio.NewReader(c)
+	resp, _ := readResponse(t, c, r, raw)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gearman-Command") != "JOB_CREATED" || !resp.Close {
+		t.Fatalf("chunked: %d %v (close %v)", resp.StatusCode, resp.Header, resp.Close)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if rest, err := io.ReadAll(r); err != nil || len(rest) > 0 {
+		t.Errorf("after the chunked request: %q, %v; want the connection closed", rest, err)
+	}
+	for _, j := range e.sched.Jobs() {
+		if j.Func == "next" {
+			t.Error("the request after the chunked one was served")
+		}
 	}
 }

@@ -102,13 +102,16 @@ type Server struct {
 	listeners []mangos.Listener
 	addrs     []string
 
-	mu      sync.Mutex // guards the fields below
+	// mu guards the fields below. It is never held across a call into
+	// mangos: mangos calls pipeEvent, which takes it, on its own
+	// goroutines (the accept loop's among them).
+	mu      sync.Mutex
 	free    []mangos.Context
 	workers map[uint32]*worker
 	nextID  uint32
 	pending map[*pending]struct{}
-	pipes   map[mangos.Pipe]bool // connections: attaching (false) or attached (true), see pipeEvent
-	npipes  int                  // the attached ones
+	pipes   map[mangos.Pipe]*pipeState // connections known, see pipeEvent
+	npipes  int                        // the attached ones
 
 	out      outbox
 	wg       sync.WaitGroup // receivers and senders
@@ -159,6 +162,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		log:     log,
 		origin:  new(byte),
 		workers: make(map[uint32]*worker),
+		pipes:   make(map[mangos.Pipe]*pipeState),
 		// Ids start at random, as memodb-broker's: a worker of an earlier
 		// process is most likely unknown here, and told to start over.
 		nextID:  rand.Uint32(),
@@ -218,6 +222,9 @@ func (s *Server) Start() error {
 			return fmt.Errorf("memodb: option %s: %w", name, err)
 		}
 	}
+	// Before any listener: every connection's attaching is seen (a
+	// worker's messages are matched to a connection pipeEvent knows).
+	sock.SetPipeEventHook(s.pipeEvent)
 	for _, a := range s.cfg.Addrs {
 		l, err := sock.NewListener(a, nil)
 		if err == nil {
@@ -232,7 +239,6 @@ func (s *Server) Start() error {
 		// tcp://HOST:0 (mangos's tcp listener reads it back after bind).
 		s.addrs = append(s.addrs, l.Address())
 	}
-	sock.SetPipeEventHook(s.pipeEvent)
 	s.sock = sock
 	for range s.cfg.Receivers {
 		s.wg.Go(s.receive)
@@ -309,31 +315,85 @@ func (s *Server) Conns() int {
 	return s.npipes
 }
 
-// pipeEvent keeps Conns. mangos reports a pipe's detaching from a
-// goroutine of its own, which may run before its attaching is reported,
-// and detaches pipes that never attached; every pipe starts with
-// attaching, reported in order, so a pipe counts from attached to
-// detached only if it was still known when attached.
+// pipeState is what the server knows of one connection (a mangos pipe).
+type pipeState struct {
+	attached bool
+	closed   bool                 // detached: its workers are being forgotten
+	workers  map[*worker]struct{} // the workers whose last message came on it
+}
+
+// pipeEvent keeps Conns and the connections' workers. mangos calls it on
+// the goroutine that accepted the connection (attaching, attached) and on
+// one of its own (detached), which may run before attached, or for a pipe
+// that never attached; every pipe is reported attaching first, before any
+// of its messages is received. A pipe counts from attached to detached
+// only if it was still known when attached.
+//
+// Nothing here calls into mangos or waits: it updates the server's own
+// tables under s.mu (never held across a mangos call) and hands a closed
+// connection's workers to the senders (the outbox never blocks). mangos
+// v3.4.2 deadlocks the accepting goroutine, for good, if a pipe is closed
+// from its attaching hook (addPipe locks the pipe twice), and a hook that
+// waited on anything mangos holds would stall every new connection; this
+// hook can do neither.
 func (s *Server) pipeEvent(ev mangos.PipeEvent, p mangos.Pipe) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pipes == nil {
-		s.pipes = make(map[mangos.Pipe]bool)
-	}
 	switch ev {
 	case mangos.PipeEventAttaching:
-		s.pipes[p] = false
+		s.pipes[p] = &pipeState{}
 	case mangos.PipeEventAttached:
-		if attached, ok := s.pipes[p]; ok && !attached {
-			s.pipes[p] = true
+		if ps := s.pipes[p]; ps != nil && !ps.attached {
+			ps.attached = true
 			s.npipes++
 		}
 	case mangos.PipeEventDetached:
-		if s.pipes[p] {
-			s.npipes--
+		ps := s.pipes[p]
+		if ps == nil {
+			return
 		}
 		delete(s.pipes, p)
+		if ps.attached {
+			s.npipes--
+		}
+		ps.closed = true
+		for w := range ps.workers {
+			s.out.put(event{kind: evPipeClosed, w: w, ps: ps})
+		}
 	}
+}
+
+// bindLocked records that w's message came on p and reports whether that
+// connection has closed already (its closing missed w, which is to be
+// forgotten once the message is handled). Caller holds s.mu.
+func (s *Server) bindLocked(w *worker, p mangos.Pipe) (closed bool) {
+	switch {
+	case p == nil:
+		return false
+	case w.pipe == p:
+		return w.ps.closed
+	}
+	s.unbindLocked(w)
+	ps := s.pipes[p]
+	if ps == nil {
+		// Detached before this message was handled: every pipe is known
+		// from its attaching on.
+		return true
+	}
+	if ps.workers == nil {
+		ps.workers = make(map[*worker]struct{})
+	}
+	ps.workers[w] = struct{}{}
+	w.pipe, w.ps = p, ps
+	return false
+}
+
+// unbindLocked forgets w's connection. Caller holds s.mu.
+func (s *Server) unbindLocked(w *worker) {
+	if w.ps != nil {
+		delete(w.ps.workers, w)
+	}
+	w.pipe, w.ps = nil, nil
 }
 
 // context takes an idle context for a receiver, or opens one.
@@ -525,14 +585,16 @@ type event struct {
 	w    *worker
 	r    req
 	m    *mangos.Message
+	ps   *pipeState
 }
 
 type eventKind uint8
 
 const (
-	evWake    eventKind = iota // w may find work: grab and send it
-	evExpired                  // w's deadline passed
-	evReply                    // send m on r
+	evWake       eventKind = iota // w may find work: grab and send it
+	evExpired                     // w's deadline passed
+	evReply                       // send m on r
+	evPipeClosed                  // the connection ps, w's last, closed
 )
 
 func (o *outbox) put(e event) {
@@ -584,6 +646,8 @@ func (s *Server) send() {
 				e.w.deliver()
 			case evExpired:
 				e.w.expire()
+			case evPipeClosed:
+				e.w.pipeClosed(e.ps)
 			case evReply:
 				s.reply(e.r, e.m)
 				s.release(e.r.ctx)

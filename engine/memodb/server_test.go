@@ -27,14 +27,14 @@ const waitFor = 10 * time.Second
 
 // fixture is a running server on its own scheduler.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	sched *sched.Sched
 	srv   *Server
 	url   string
 	notes chan string
 }
 
-func start(t *testing.T, cfg Config) *fixture {
+func start(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	sc := sched.New(sched.Config{})
 	t.Cleanup(sc.Close)
@@ -59,7 +59,7 @@ func start(t *testing.T, cfg Config) *fixture {
 }
 
 // on is f for a subtest.
-func (f *fixture) on(t *testing.T) *fixture {
+func (f *fixture) on(t testing.TB) *fixture {
 	g := *f
 	g.t = t
 	return &g
@@ -101,7 +101,7 @@ func (f *fixture) dial() mangos.Socket {
 
 // peer is one REQ context: a client or a worker, one request at a time.
 type peer struct {
-	t   *testing.T
+	t   testing.TB
 	ctx mangos.Context
 	id  []byte // a worker's id, once it has one
 }
@@ -314,7 +314,7 @@ func TestManyContextsOneSocket(t *testing.T) {
 // rawConn speaks NNG's SP over TCP itself, for what a mangos socket would
 // not send.
 type rawConn struct {
-	t *testing.T
+	t testing.TB
 	c net.Conn
 }
 

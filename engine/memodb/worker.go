@@ -21,6 +21,11 @@ type worker struct {
 	key uint32
 	id  [codec.IDLen]byte
 
+	// The connection its last message came on, under srv.mu: when it
+	// closes, the worker is gone (see pipeEvent).
+	pipe mangos.Pipe
+	ps   *pipeState
+
 	mu    sync.Mutex // guards the fields below, and orders the calls on sw
 	state wstate
 	r     req       // wParked: the request waiting for a job
@@ -61,11 +66,17 @@ func (s *Server) ready(r req, services []string, rc *receiver) bool {
 	binary.LittleEndian.PutUint32(w.id[:], key)
 	w.sw = s.sched.NewWorker(w)
 	s.workers[key] = w
+	closed := s.bindLocked(w, r.pipe)
 	s.mu.Unlock()
 	for _, name := range services {
 		w.sw.CanDo([]byte(name), 0)
 	}
 	s.log.Debug("memodb: worker ready", zap.Binary("id", w.id[:]), zap.Strings("services", services))
+	if closed {
+		// Its connection is gone: no reply can reach it.
+		w.gone("its connection closed before its READY was handled")
+		return false
+	}
 	w.mu.Lock()
 	return w.serve(r, rc)
 }
@@ -74,17 +85,20 @@ func (s *Server) ready(r req, services []string, rc *receiver) bool {
 func (s *Server) fromWorker(r req, msg *codec.Message, rc *receiver) bool {
 	s.mu.Lock()
 	w := s.workers[binary.LittleEndian.Uint32(msg.ID)]
+	closed := w != nil && s.bindLocked(w, r.pipe)
 	s.mu.Unlock()
 	if w == nil {
 		s.log.Debug("memodb: a request from an unknown worker; DISCONNECT", zap.Binary("id", msg.ID), zap.Stringer("type", msg.Type))
 		s.disconnect(r, msg.ID)
 		return false
 	}
-	return w.request(r, msg, rc)
+	return w.request(r, msg, rc, closed)
 }
 
-// request handles the worker's RESULT or HEARTBEAT.
-func (w *worker) request(r req, msg *codec.Message, rc *receiver) bool {
+// request handles the worker's RESULT or HEARTBEAT. closed: the
+// connection it came on has closed; the RESULT still counts, and then the
+// worker is gone.
+func (w *worker) request(r req, msg *codec.Message, rc *receiver, closed bool) bool {
 	w.mu.Lock()
 	switch w.state {
 	case wGone:
@@ -111,7 +125,7 @@ func (w *worker) request(r req, msg *codec.Message, rc *receiver) bool {
 				zap.Binary("id", w.id[:]), zap.Error(err))
 		}
 	case wParked:
-		if !msg.Disconnecting {
+		if !msg.Disconnecting && !closed {
 			// The request it is waiting on, again: an NNG REQ socket resends
 			// a request that got no reply, after its resend time or at once
 			// on a new connection. The new one waits in its place.
@@ -132,6 +146,12 @@ func (w *worker) request(r req, msg *codec.Message, rc *receiver) bool {
 		w.srv.log.Debug("memodb: worker disconnecting", zap.Binary("id", w.id[:]))
 		w.forget()
 		w.srv.disconnect(r, w.id[:])
+		return false
+	}
+	if closed {
+		// No reply can reach it, and no job should go its way.
+		w.mu.Unlock()
+		w.gone("its connection closed before its request was handled")
 		return false
 	}
 	return w.serve(r, rc)
@@ -266,6 +286,31 @@ func (w *worker) expire() {
 	w.forget()
 }
 
+// pipeClosed is the closing of connection ps, which w's last message
+// came on: w is gone, unless a message of it has come on another
+// connection since.
+func (w *worker) pipeClosed(ps *pipeState) {
+	s := w.srv
+	s.mu.Lock()
+	still := w.ps == ps
+	s.mu.Unlock()
+	if still {
+		w.gone("its connection closed")
+	}
+}
+
+// gone forgets the worker, whose connection closed, and logs why.
+func (w *worker) gone(why string) {
+	w.mu.Lock()
+	state := w.state
+	w.mu.Unlock()
+	if state == wGone {
+		return
+	}
+	w.srv.log.Info("memodb: worker forgotten: "+why, zap.Binary("id", w.id[:]), zap.Bool("running a job", state == wRunning))
+	w.forget()
+}
+
 // forget makes the worker unknown: its next request gets DISCONNECT, a
 // parked request goes unanswered, and a job it holds goes back to the
 // queue.
@@ -283,6 +328,7 @@ func (w *worker) forget() {
 	if s.workers[w.key] == w {
 		delete(s.workers, w.key)
 	}
+	s.unbindLocked(w)
 	s.mu.Unlock()
 	w.sw.Close()
 	if r.ctx != nil {

@@ -218,3 +218,118 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("%+v, want the job queued", st)
 	}
 }
+
+// goneWithin is how soon a worker whose connection closes must be gone
+// (issue 24: "within a second").
+const goneWithin = time.Second
+
+// gone polls, bounded by goneWithin, until no MemoDB worker is known, the
+// scheduler counts none for service and the listing is empty.
+func (f *fixture) gone(service string) {
+	f.t.Helper()
+	for deadline := time.Now().Add(goneWithin); ; time.Sleep(time.Millisecond) {
+		n, st, listing := f.srv.Workers(), statOf(f.sched, service), f.srv.AppendWorkers(nil)
+		if n == 0 && st.Workers == 0 && len(listing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%v after the connection closed: %d workers, %+v, listing %q", goneWithin, n, st, listing)
+		}
+	}
+}
+
+// A worker whose connection closes is gone at once: it leaves Workers,
+// the scheduler's counts and the listing, and a job it was running goes
+// back to the queue for another worker, whose result reaches the client.
+func TestWorkerConnectionCloses(t *testing.T) {
+	t.Run("running a job", func(t *testing.T) {
+		f := start(t, Config{Heartbeat: time.Minute})
+		c := f.peer(f.dial())
+		c.send(job("mid", 0, "p"))
+		wsock := f.dial()
+		w := f.peer(wsock)
+		w.wantJob(w.ask(ready("mid")), "mid", 0)
+		if st := statOf(f.sched, "mid"); st.Running != 1 || st.Workers != 1 {
+			t.Fatalf("before: %+v", st)
+		}
+		wsock.Close()
+		f.gone("mid")
+		f.noted("forgotten")
+		if st := statOf(f.sched, "mid"); st.Running != 0 || st.Total() != 1 {
+			t.Fatalf("the job after its worker left: %+v, want it queued", st)
+		}
+		other := f.peer(f.dial())
+		if got := other.wantJob(other.ask(ready("mid")), "mid", 0); got != "p" {
+			t.Fatalf("payload %q", got)
+		}
+		other.send(result(other.id, "done"))
+		c.wantResult(c.recv(), "done")
+	})
+	t.Run("waiting for a job", func(t *testing.T) {
+		f := start(t, Config{Heartbeat: time.Minute})
+		wsock := f.dial()
+		f.peer(wsock).send(ready("idle"))
+		f.listed(1)
+		wsock.Close()
+		f.gone("idle")
+		f.noted("forgotten")
+	})
+	t.Run("its RESULT, then the close", func(t *testing.T) {
+		// Whichever the server sees first, the result counts, and the job
+		// is not run again.
+		f := start(t, Config{Heartbeat: time.Minute})
+		c := f.peer(f.dial())
+		c.send(job("last", 0, "p"))
+		raw := f.raw()
+		if err := raw.request(1, ready("last")); err != nil {
+			t.Fatal(err)
+		}
+		_, body, err := raw.reply()
+		var m codec.Message
+		if err == nil {
+			err = codec.Decode(body, codec.Reply, &m)
+		}
+		if err != nil || m.Type != codec.Job {
+			t.Fatalf("READY got % x (%v), want a JOB", body, err)
+		}
+		if err := raw.request(2, result(m.ID, "bye")); err != nil {
+			t.Fatal(err)
+		}
+		raw.c.Close()
+		f.gone("last")
+		f.noted("forgotten")
+		c.wantResult(c.recv(), "bye")
+		if st := statOf(f.sched, "last"); st.Total() != 0 {
+			t.Fatalf("after the result: %+v", st)
+		}
+	})
+	t.Run("its messages moved to another connection", func(t *testing.T) {
+		// A worker is known by its id: the connection that counts is the
+		// one its last message came on.
+		f := start(t, Config{Heartbeat: time.Minute})
+		c := f.peer(f.dial())
+		c.send(job("moved", 0, "p1"))
+		first := f.dial()
+		w := f.peer(first)
+		w.wantJob(w.ask(ready("moved")), "moved", 0)
+		second := f.peer(f.dial())
+		second.id = w.id
+		second.send(result(w.id, "r1")) // parks on the second connection
+		c.wantResult(c.recv(), "r1")
+		first.Close()
+		for deadline := time.Now().Add(waitFor); f.srv.Conns() != 2; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("Conns() = %d, want 2", f.srv.Conns())
+			}
+		}
+		c.send(job("moved", 0, "p2"))
+		if got := second.wantJob(second.recv(), "moved", 0); got != "p2" {
+			t.Fatalf("payload %q", got)
+		}
+		second.send(result(w.id, "r2"))
+		c.wantResult(c.recv(), "r2")
+		if n := f.srv.Workers(); n != 1 {
+			t.Fatalf("%d workers, want the one still connected", n)
+		}
+	})
+}
