@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	codec "switchyard/codec/memodb"
 )
 
 type clusterNode struct {
@@ -87,7 +89,8 @@ func startCluster(t *testing.T, n int) *testClusterE2E {
 		node := &clusterNode{id: id, dir: t.TempDir()}
 		node.args = []string{"--node-id", id, "--cluster-listen", "127.0.0.1:0", "-L", "127.0.0.1", "-p", "0",
 			"-l", "stderr", "--data-dir", node.dir, "--metrics-listen", "127.0.0.1:0",
-			"--periodic-listen", "tcp://127.0.0.1:0", "--dwork-listen", "off", "--memodb-listen", "off", "--controller-socket", "off"}
+			"--periodic-listen", "tcp://127.0.0.1:0", "--dwork-listen", "tcp://127.0.0.1:0", "--memodb-listen", "tcp://127.0.0.1:0",
+			"--controller-socket", "off"}
 		if i == 0 {
 			node.args = append(node.args, "--cluster-peers", id+"@127.0.0.1:0")
 		}
@@ -328,6 +331,50 @@ func TestE2EClusterServesThroughFollowers(t *testing.T) {
 	w.workDone(a.handle)
 	pc.waitJobs("pf", 0, 0)
 
+	// dwork, with pyzmq: a task created through one follower is stolen
+	// by a host through the other.
+	pb := requirePyDwork(t)
+	h1 := startPyDwork(t, pb, hostPort(in.addr("dwork")), "host 1")
+	h2 := startPyDwork(t, pb, hostPort(out.addr("dwork")), "host 2")
+	h1.want("create", pyCreate([]string{"t1"}), "OK")
+	h2.steal("h2", 1, "t1")
+	h2.want("t1 done", pyDone("h2", "t1"), "OK")
+
+	// MemoDB, with nngcat: a client through one follower, a worker
+	// through the other.
+	nngcat := requireNngcat(t)
+	held := nngcatHold(t, nngcat, "tcp://"+hostPort(out.addr("memodb")), codec.AppendReady(nil, []string{"echo"}))
+	client := nngcatReq(t, nngcat, "tcp://"+hostPort(in.addr("memodb")), append(codec.AppendJob(nil, nil, "echo", 5000), "\x82\x01\x02"...))
+	m := held.job("echo", 5000, "\x82\x01\x02")
+	done := nngcatReq(t, nngcat, "tcp://"+hostPort(out.addr("memodb")), append(codec.AppendResultDisconnecting(nil, m.ID), "\x82\x00\xf5"...))
+	decodeReply(t, done(), codec.Disconnect)
+	if r := decodeReply(t, client(), codec.Result); string(r.Payload) != "\x82\x00\xf5" {
+		t.Errorf("nngcat's result through the cluster: % x", r.Payload)
+	}
+
+	// Perl's Gearman::Client and Gearman::Worker, each configured with
+	// every node, as applications list their job servers: the worker is
+	// connected to the leader three times over, and every job is done.
+	perl, script := requirePerl(t, "perl_cluster.pl")
+	var servers []string
+	for _, n := range c.nodes {
+		servers = append(servers, n.addr("gearman"))
+	}
+	const perlJobs = 6
+	pw := startProc(t, "", perl, append([]string{script, "worker", fmt.Sprint(perlJobs)}, servers...)...)
+	waitWorkers(t, l.addr("gearman"), "rev", 3)
+	got := mustRun(t, "", perl, append([]string{script, "client", fmt.Sprint(perlJobs)}, servers...)...)
+	var want strings.Builder
+	for i := 1; i <= perlJobs; i++ {
+		fmt.Fprintf(&want, "%s\n", reverse(fmt.Sprint("job-", i)))
+	}
+	if got != want.String() {
+		t.Errorf("the Perl client through every node got %q, want %q", got, want.String())
+	}
+	if code := pw.wait(t, e2eWaitTimeout); code != 0 {
+		t.Errorf("the Perl worker exited %d: %s", code, pw.stderr.String())
+	}
+
 	// The members, through a follower.
 	members, err := adminAt(in.addr("gearman"), "cluster")
 	if err != nil || strings.Count(members, "\n") != 4 || !strings.Contains(members, l.id+"\t") || !strings.Contains(members, "\tleader\t") {
@@ -552,6 +599,15 @@ func TestE2EClusterCatchUpAndQuorum(t *testing.T) {
 	if _, err := adminAt(survivor.addr("gearman"), "status"); err == nil {
 		t.Error("the survivor of three answered status with no leader")
 	}
+}
+
+// hostPort is a listed address without its scheme: a relay lists
+// HOST:PORT, a leader's MemoDB frontend tcp://HOST:PORT.
+func hostPort(a string) string {
+	if _, rest, ok := strings.Cut(a, "://"); ok {
+		return rest
+	}
+	return a
 }
 
 func replaceArg(args []string, flag, value string) []string {
