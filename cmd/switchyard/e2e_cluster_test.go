@@ -637,4 +637,3 @@ func metricsValue(n *clusterNode, name string) (float64, error) {
 	_, err = fmt.Sscan(string(m[1]), &v)
 	return v, err
 }
-
