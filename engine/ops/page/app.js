@@ -146,6 +146,32 @@ async function refreshOverview() {
   markLoaded("overview");
 }
 
+// refreshCluster shows the cluster on a node of one (/api/cluster is
+// there only then): this node's role and term, and every member.
+async function refreshCluster() {
+  let c;
+  try {
+    c = await getJSON("api/cluster");
+  } catch (e) {
+    return; // a single server, or unreachable: the overview says which
+  }
+  $("cluster").hidden = false;
+  $("cluster-summary").textContent = "(this node: " + c.id + ", " + c.role + ", term " + c.term +
+    ", leader " + (c.leader || "none") + ", commit " + fmtInt(c.commit_index) + ", applied " + fmtInt(c.applied_index) + ")";
+  const tbody = $("members").tBodies[0];
+  tbody.textContent = "";
+  for (const m of c.members || []) {
+    const tr = document.createElement("tr");
+    tr.dataset.node = m.id;
+    cell(tr, m.id + (m.id === c.id ? " (this node)" : ""));
+    cell(tr, m.addr);
+    cell(tr, m.leader ? "leader" : m.voter ? "follower" : "non-voter", "role");
+    cell(tr, m.lag < 0 ? "–" : fmtInt(m.lag), "lag", m.lag < 0 ? undefined : m.lag);
+    tbody.appendChild(tr);
+  }
+  $("cluster").dataset.loaded = "1";
+}
+
 function query() {
   const p = new URLSearchParams();
   if (view.q) p.set("q", view.q);
@@ -230,5 +256,7 @@ for (const th of $("functions").tHead.rows[0].cells) {
 
 refreshOverview();
 refreshFunctions();
+refreshCluster();
 setInterval(refreshOverview, 2000);
+setInterval(refreshCluster, 2000);
 setInterval(refreshFunctions, 3000);
