@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/controller"
+	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/listen"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
@@ -56,25 +57,21 @@ type Config struct {
 	RegisterGrace time.Duration
 }
 
-// Server is a running controller.
+// Server is a running controller: its main socket on a gnetloop.Server,
+// which takes one pulse a connection.
 type Server struct {
-	gnet.BuiltinEventEngine
 	cfg   Config
 	sched *sched.Sched
 	log   *zap.Logger
 	dir   string
+	loop  *gnetloop.Server
 
-	eng      gnet.Engine
-	paths    []string
-	bootErr  error
-	booted   chan struct{}
-	done     chan error
 	stopOnce sync.Once
 
 	mu      sync.Mutex // guards workers, nextID and conns
 	workers map[uint64]*worker
 	nextID  uint64
-	conns   map[gnet.Conn]time.Time // main-socket connections, since when
+	conns   map[*pulseConn]time.Time // main-socket connections, since when
 
 	draining atomic.Bool
 	wg       sync.WaitGroup // worker goroutines
@@ -107,11 +104,10 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		sched:   s,
 		log:     log,
 		dir:     filepath.Dir(cfg.Socket),
-		booted:  make(chan struct{}),
-		done:    make(chan error, 1),
 		workers: make(map[uint64]*worker),
-		conns:   make(map[gnet.Conn]time.Time),
+		conns:   make(map[*pulseConn]time.Time),
 	}
+	srv.loop = gnetloop.New(gnetloop.Config{Name: "controller", Addrs: []string{"unix://" + cfg.Socket}, Loops: cfg.Loops, Log: log}, srv)
 	srv.pulses.New = func() any { return new(codec.WorkerPulse) }
 	return srv
 }
@@ -129,35 +125,15 @@ func (s *Server) Start() error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	addr := "unix://" + s.cfg.Socket
-	paths, err := listen.ClaimUnix([]string{addr})
-	if err != nil {
+	// The main socket first: a live one means another controller, whose
+	// workers' sockets must not be touched.
+	if _, err := listen.ClaimUnix([]string{"unix://" + s.cfg.Socket}); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	s.paths = paths
 	if err := s.removeStale(); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	opts := []gnet.Option{
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(s.cfg.Loops),
-		gnet.WithTicker(true),
-		gnet.WithLogger(listen.Logger{L: s.log.Sugar()}),
-	}
-	go func() { s.done <- gnet.Run(s, addr, opts...) }()
-	select {
-	case <-s.booted:
-		return nil
-	case err := <-s.done:
-		s.removePaths()
-		if err == nil {
-			err = s.bootErr
-		}
-		if err == nil {
-			err = errors.New("engine stopped before it started")
-		}
-		return fmt.Errorf("controller: listen on %s: %w", s.cfg.Socket, err)
-	}
+	return s.loop.Start()
 }
 
 // removeStale removes the worker sockets in the directory: their workers
@@ -179,26 +155,13 @@ func (s *Server) removeStale() error {
 	return nil
 }
 
-// OnBoot implements gnet.EventHandler.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
-	close(s.booted)
-	return gnet.None
-}
-
 // Stop closes the main socket, ends every worker's session (what they
 // hold goes back to the queues) and waits for their goroutines, at most
 // until ctx ends.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
-		go s.eng.Stop(ctx)
-		select {
-		case err = <-s.done:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		s.removePaths()
+		err = s.loop.Stop(ctx)
 		s.mu.Lock()
 		ws := make([]*worker, 0, len(s.workers))
 		for _, w := range s.workers {
@@ -219,12 +182,6 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 	})
 	return err
-}
-
-func (s *Server) removePaths() {
-	for _, p := range s.paths {
-		os.Remove(p)
-	}
 }
 
 // Socket is the main socket's path.
@@ -252,45 +209,54 @@ func (s *Server) Conns() int {
 	return len(s.conns) + len(s.workers)
 }
 
-// OnOpen implements gnet.EventHandler.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	s.mu.Lock()
-	s.conns[c] = time.Now()
-	s.mu.Unlock()
-	return nil, gnet.None
+// pulseConn is a connection to the main socket: one pulse in, one
+// answer out (gnetloop.Session).
+type pulseConn struct {
+	*gnetloop.Conn
+	srv *Server
 }
 
-// OnClose implements gnet.EventHandler.
-func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
+// Open implements gnetloop.Handler.
+func (s *Server) Open(c *gnetloop.Conn) gnetloop.Session {
+	pc := &pulseConn{Conn: c, srv: s}
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.conns[pc] = time.Now()
 	s.mu.Unlock()
-	return gnet.None
+	return pc
 }
 
-// OnTick closes main-socket connections that sent no pulse in time: a
-// client that connects and says nothing holds no descriptor for ever.
-func (s *Server) OnTick() (time.Duration, gnet.Action) {
+// Closed implements gnetloop.Session.
+func (pc *pulseConn) Closed() {
+	pc.srv.mu.Lock()
+	delete(pc.srv.conns, pc)
+	pc.srv.mu.Unlock()
+}
+
+// Tick implements gnetloop.Ticker: it closes main-socket connections that
+// sent no pulse in time, so a client that connects and says nothing holds
+// no descriptor for ever.
+func (s *Server) Tick() time.Duration {
 	cutoff := time.Now().Add(-s.cfg.Timeout)
 	s.mu.Lock()
-	for c, since := range s.conns {
+	for pc, since := range s.conns {
 		if since.Before(cutoff) {
-			delete(s.conns, c)
+			delete(s.conns, pc)
 			s.log.Warn("controller: a connection to the main socket sent no pulse in time; closed",
 				zap.Duration("timeout", s.cfg.Timeout))
-			c.Close()
+			pc.C.Close()
 		}
 	}
 	s.mu.Unlock()
-	return time.Second, gnet.None
+	return time.Second
 }
 
 // maxPulse bounds a pulse's frame: a WorkerPulse is at most 4 varints.
 const maxPulse = 1 << 10
 
-// OnTraffic implements gnet.EventHandler: one pulse in, one answer out,
-// and the connection closes, as the protocol has it.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+// Traffic implements gnetloop.Session: one pulse in, one answer out, and
+// the connection closes, as the protocol has it.
+func (pc *pulseConn) Traffic() gnet.Action {
+	s, c := pc.srv, pc.C
 	// Until the whole frame is there, look at its length prefix alone: a
 	// pulse sent a byte at a time is then peeked (and, across gnet's ring
 	// seam, copied) and parsed once, not again at every byte.

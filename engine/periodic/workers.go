@@ -1,10 +1,6 @@
 package periodic
 
 import (
-	"cmp"
-	"maps"
-	"slices"
-
 	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
@@ -16,18 +12,16 @@ import (
 // listing. Periodic has no client id ("-"); a unix socket's peer is
 // "unix:PATH" of the socket (workerline.Peer).
 func (s *Server) AppendWorkers(dst []byte) []byte {
-	s.mu.Lock()
-	ws := slices.Collect(maps.Keys(s.conns))
-	s.mu.Unlock()
-	slices.SortFunc(ws, func(a, b *conn) int { return cmp.Compare(b.fd, a.fd) })
+	ss := s.loop.Sessions()
 	var fns []string
-	for _, cn := range ws {
+	for i := len(ss) - 1; i >= 0; i-- {
+		cn := ss[i].(*conn)
 		w := cn.workerRef()
 		if w == nil {
 			continue // a client, or a connection before its handshake
 		}
 		fns = w.Abilities(fns[:0])
-		dst = workerline.Append(dst, cn.fd, cn.peer, "", fns)
+		dst = workerline.Append(dst, cn.Fd(), cn.peer, "", fns)
 	}
 	return dst
 }
@@ -35,7 +29,7 @@ func (s *Server) AppendWorkers(dst []byte) []byte {
 // workerRef returns the connection's worker, nil before a worker's
 // handshake, for another goroutine's listing.
 func (cn *conn) workerRef() *sched.Worker {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
+	cn.Lock()
+	defer cn.Unlock()
 	return cn.worker
 }
