@@ -28,8 +28,9 @@ type conn struct {
 	worker *sched.Worker // made at a worker's handshake; written under Lock, for listings
 	peer   string        // for listings, see workerline.Peer
 	msg    codec.Message
-	need   int // bytes the next frame needs before parsing again
-	take   func()
+	need   int    // bytes the next frame needs before parsing again
+	take   func() // takeHandOffs and applyHandOffs, made once
+	apply  func()
 
 	// grabs are the message ids of the GRAB_JOBs waiting for a job, oldest
 	// first, packed into one buffer: ids[grabs[i]:grabs[i+1]].
@@ -56,9 +57,7 @@ type conn struct {
 // Traffic runs on the connection's loop for new bytes and for hand-offs
 // (gnetloop.Session).
 func (cn *conn) Traffic() gnet.Action {
-	cn.Receive(cn.take)
-	cn.releaseAcks(cn.gotten)
-	cn.gotten = nil
+	cn.Receive(cn.take, cn.apply)
 	if cn.wake {
 		cn.wake = false
 		cn.serveGrabs()
@@ -71,6 +70,13 @@ func (cn *conn) Traffic() gnet.Action {
 func (cn *conn) takeHandOffs() {
 	cn.gotten, cn.acks = cn.acks, nil
 	cn.wake, cn.woken = cn.woken, false
+}
+
+// applyHandOffs puts the store's answers in place, before an off-loop
+// answer's batch.
+func (cn *conn) applyHandOffs() {
+	cn.releaseAcks(cn.gotten)
+	cn.gotten = nil
 }
 
 // parse handles every whole frame gnet holds, then discards them.

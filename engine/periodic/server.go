@@ -98,6 +98,6 @@ func (s *Server) Drain(context.Context) error {
 // Open implements gnetloop.Handler: a new connection's session.
 func (s *Server) Open(c *gnetloop.Conn) gnetloop.Session {
 	cn := &conn{Conn: c, srv: s, need: codec.HeaderSize, peer: workerline.Peer(c.C.RemoteAddr(), c.C.LocalAddr())}
-	cn.take = cn.takeHandOffs
+	cn.take, cn.apply = cn.takeHandOffs, cn.applyHandOffs
 	return cn
 }

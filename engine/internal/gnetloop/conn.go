@@ -109,13 +109,18 @@ func (c *Conn) Send() {
 	}
 }
 
-// Receive begins an event: it takes what other goroutines handed over,
-// the Outbox onto Out (swapped, not copied, when Out is empty) and a
-// batch an off-loop answer sent, and runs take, if not nil, under the same
-// lock, for the session's own hand-offs.
-func (c *Conn) Receive(take func()) {
+// Receive begins an event by taking what other goroutines handed over.
+// Under the lock, take (if not nil) moves the session's own hand-offs
+// aside (Out is still as the last event left it: its length is where the
+// Outbox lands), then the Outbox goes onto Out (swapped, not copied, when
+// Out is empty). Then apply (if not nil) puts the session's hand-offs in
+// place, and a batch an off-loop answer sent is written after them.
+func (c *Conn) Receive(take, apply func()) {
 	c.mu.Lock()
 	c.wakeSent = false
+	if take != nil {
+		take()
+	}
 	if len(c.Outbox) > 0 {
 		if len(c.Out) == 0 {
 			c.Out, c.Outbox = c.Outbox, c.Out[:0]
@@ -128,13 +133,21 @@ func (c *Conn) Receive(take func()) {
 	if c.off != nil && (c.off.batch != nil || c.off.ended) {
 		off = c.off
 	}
-	if take != nil {
-		take()
-	}
 	c.mu.Unlock()
+	if apply != nil {
+		apply()
+	}
 	if off != nil {
 		c.receiveOff(off)
 	}
+}
+
+// Pending tells whether other goroutines have handed the connection
+// something its loop has not taken yet.
+func (c *Conn) Pending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && (c.wakeSent || len(c.Outbox) > 0)
 }
 
 // Finish ends an event: it writes Out, then the replies the event made
@@ -236,15 +249,22 @@ func (c *Conn) OffLoop(work func(send func([]byte) bool) (keep bool)) {
 	c.off = off
 	c.mu.Unlock()
 	go func() {
+		// lateRest writes to the kept socket, once the connection has
+		// closed, the batch the loop never took and then b.
+		lateRest := func(b []byte) bool {
+			late, pending := off.late, off.batch
+			off.batch = nil
+			c.mu.Unlock()
+			ok := pending == nil || writeLate(late, pending)
+			return ok && (b == nil || writeLate(late, b))
+		}
 		send := func(b []byte) bool {
 			c.mu.Lock()
 			for off.batch != nil && !c.closed {
 				off.cond.Wait()
 			}
 			if c.closed {
-				late := off.late
-				c.mu.Unlock()
-				return writeLate(late, b)
+				return lateRest(b)
 			}
 			off.batch = b
 			c.wake()
@@ -257,7 +277,7 @@ func (c *Conn) OffLoop(work func(send func([]byte) bool) (keep bool)) {
 		}
 		if c.closed {
 			late := off.late
-			c.mu.Unlock()
+			lateRest(nil)
 			if late != nil {
 				late.Close()
 			}

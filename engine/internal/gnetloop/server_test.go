@@ -47,7 +47,7 @@ func (lc *lineConn) Closed() {}
 
 func (lc *lineConn) Traffic() gnet.Action {
 	c := lc.c
-	c.Receive(lc.take)
+	c.Receive(lc.take, nil)
 	action := gnet.None
 	for !c.Paused {
 		n := c.C.InboundBuffered()
