@@ -50,42 +50,42 @@ func (cn *conn) admin(p *codec.Packet) {
 		case len(w) == 3 && is(w[1], "unique") && is(w[2], "jobs"):
 			cn.list(listUnique)
 		default:
-			cn.out = append(cn.out, errShowArgs...)
+			cn.Out = append(cn.Out, errShowArgs...)
 		}
 	case is(cmd, "cancel") && len(w) >= 3:
 		if len(w) != 3 || !is(w[1], "job") {
-			cn.out = append(cn.out, errUnknownError...)
+			cn.Out = append(cn.Out, errUnknownError...)
 			break
 		}
 		id, ok := cn.srv.handles.Parse(w[2])
 		if !ok || cn.srv.sched.Cancel(id) != nil {
-			cn.out = append(cn.out, errUnknownJob...)
+			cn.Out = append(cn.Out, errUnknownJob...)
 			break
 		}
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 	case is(cmd, "create"):
 		if len(w) != 3 || !is(w[1], "function") {
-			cn.out = appendInvalidArgs(cn.out, "create")
+			cn.Out = appendInvalidArgs(cn.Out, "create")
 			break
 		}
 		cn.srv.sched.CreateFunc(w[2])
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 	case is(cmd, "drop"):
 		if len(w) != 3 || !is(w[1], "function") {
-			cn.out = appendInvalidArgs(cn.out, "drop")
+			cn.Out = appendInvalidArgs(cn.Out, "drop")
 			break
 		}
 		switch cn.srv.sched.DropFunc(w[2]) {
 		case nil:
-			cn.out = append(cn.out, replyOK...)
+			cn.Out = append(cn.Out, replyOK...)
 		case sched.ErrNoFunction:
-			cn.out = append(cn.out, errFuncNotFound...)
+			cn.Out = append(cn.Out, errFuncNotFound...)
 		default:
-			cn.out = append(cn.out, errFuncBusy...)
+			cn.Out = append(cn.Out, errFuncBusy...)
 		}
 	case is(cmd, "maxqueue"):
 		if len(w) < 2 || len(w) > 5 {
-			cn.out = appendInvalidArgs(cn.out, "maxqueue")
+			cn.Out = appendInvalidArgs(cn.Out, "maxqueue")
 			break
 		}
 		// One number sets all three priorities; several set high, normal,
@@ -100,19 +100,19 @@ func (cn *conn) admin(p *codec.Packet) {
 			}
 		}
 		cn.srv.sched.SetMaxQueue(w[1], max)
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 	case is(cmd, "getpid"):
-		cn.out = append(cn.out, "OK "...)
-		cn.out = strconv.AppendInt(cn.out, int64(os.Getpid()), 10)
-		cn.out = append(cn.out, '\n')
+		cn.Out = append(cn.Out, "OK "...)
+		cn.Out = strconv.AppendInt(cn.Out, int64(os.Getpid()), 10)
+		cn.Out = append(cn.Out, '\n')
 	case is(cmd, "verbose"):
-		cn.out = append(cn.out, "OK "...)
-		cn.out = append(cn.out, cn.srv.cfg.Verbose...)
-		cn.out = append(cn.out, '\n')
+		cn.Out = append(cn.Out, "OK "...)
+		cn.Out = append(cn.Out, cn.srv.cfg.Verbose...)
+		cn.Out = append(cn.Out, '\n')
 	case is(cmd, "version"):
-		cn.out = append(cn.out, "OK "...)
-		cn.out = append(cn.out, cn.srv.cfg.Version...)
-		cn.out = append(cn.out, '\n')
+		cn.Out = append(cn.Out, "OK "...)
+		cn.Out = append(cn.Out, cn.srv.cfg.Version...)
+		cn.Out = append(cn.Out, '\n')
 	case cn.srv.cfg.Commands[string(bytes.ToLower(cmd))] != nil:
 		f := cn.srv.cfg.Commands[string(bytes.ToLower(cmd))]
 		args := make([]string, len(w)-1)
@@ -126,15 +126,15 @@ func (cn *conn) admin(p *codec.Packet) {
 		// server); older gearmand and the protocol document have it.
 		graceful := len(w) == 2 && is(w[1], "graceful")
 		if len(w) == 2 && !graceful {
-			cn.out = append(cn.out, errUnknownError...)
+			cn.Out = append(cn.Out, errUnknownError...)
 			break
 		}
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 		cn.srv.shutdown(graceful)
 	default:
-		cn.out = append(cn.out, errUnknownCommand...)
-		cn.out = append(cn.out, cmd...)
-		cn.out = append(cn.out, "\r\n"...)
+		cn.Out = append(cn.Out, errUnknownCommand...)
+		cn.Out = append(cn.Out, cmd...)
+		cn.Out = append(cn.Out, "\r\n"...)
 	}
 }
 
@@ -181,7 +181,7 @@ func (cn *conn) list(l listing) {
 		inline = h.inline
 	}
 	if s.lines(l) <= inline {
-		cn.out = s.appendListing(cn.out, l)
+		cn.Out = s.appendListing(cn.Out, l)
 		return
 	}
 	cn.offLoop(func() []byte {
@@ -194,28 +194,13 @@ func (cn *conn) list(l listing) {
 
 // offLoop builds a reply on a goroutine of its own, for what would hold
 // the event loop too long (a big listing, a cluster change), and writes it
-// once built; the connection reads nothing more meanwhile, so replies stay
-// in order.
+// once built (gnetloop.Conn.OffLoop: the connection reads nothing more
+// meanwhile, so replies stay in order).
 func (cn *conn) offLoop(build func() []byte) {
-	cn.paused = true
-	go func() {
-		b := build()
-		if cn.openOutbox() {
-			cn.listed = b
-			cn.sendOutbox()
-		} else if f := cn.takeLate(); f != nil {
-			writeOrphan(f, b)
-		}
-	}()
-}
-
-// takeLate returns where a closed connection's listing goes, if anywhere.
-func (cn *conn) takeLate() *os.File {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	f := cn.late
-	cn.late = nil
-	return f
+	cn.OffLoop(func(send func([]byte) bool) bool {
+		send(build())
+		return true
+	})
 }
 
 // listHooks let tests steer listings (Server.hooks).
@@ -250,7 +235,11 @@ func (s *Server) appendListing(dst []byte, l listing) []byte {
 // appendWorkers lists every connection, newest first as gearmand does with
 // one thread: "FD IP CLIENT-ID : FUNC ...".
 func (s *Server) appendWorkers(dst []byte) []byte {
-	conns := s.snapshot()
+	return s.appendWorkersOf(dst, s.snapshot())
+}
+
+// appendWorkersOf is appendWorkers over conns, ordered by descriptor.
+func (s *Server) appendWorkersOf(dst []byte, conns []*conn) []byte {
 	var fns []string
 	for i := len(conns) - 1; i >= 0; i-- {
 		c := conns[i]
@@ -258,7 +247,7 @@ func (s *Server) appendWorkers(dst []byte) []byte {
 		if w := c.workerRef(); w != nil {
 			fns = w.Abilities(fns)
 		}
-		dst = workerline.Append(dst, c.fd, c.ip, c.id(), fns)
+		dst = workerline.Append(dst, c.Fd(), c.ip, c.id(), fns)
 	}
 	if s.cfg.MoreWorkers != nil {
 		dst = s.cfg.MoreWorkers(dst)

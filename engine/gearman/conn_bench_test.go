@@ -23,6 +23,10 @@ func BenchmarkLargeResult(b *testing.B) {
 	}
 }
 
+// BenchmarkRoundTrip is BenchmarkLargeResult with a result of 16 bytes:
+// what one foreground job costs the server, its result crossing loops.
+func BenchmarkRoundTrip(b *testing.B) { benchLargeResult(b, 16) }
+
 func benchLargeResult(b *testing.B, n int) {
 	s := sched.New(sched.Config{Release: ReleasePayload})
 	defer s.Close()
@@ -61,7 +65,7 @@ func benchLargeResult(b *testing.B, n int) {
 	}
 	w.Close()
 	<-done
-	if srv.wakes.Load() == 0 {
+	if srv.loop.Wakes() == 0 {
 		b.Fatal("client and worker on one loop: no result crossed loops")
 	}
 }

@@ -682,7 +682,7 @@ func TestClientGoneDropsQueuedJob(t *testing.T) {
 func TestOneLoop(t *testing.T) {
 	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
 	defer func() {
-		if n := srv.wakes.Load(); n != 0 {
+		if n := srv.loop.Wakes(); n != 0 {
 			t.Errorf("%d gnet wakes with one loop, want 0", n)
 		}
 	}()
@@ -876,7 +876,7 @@ func TestLargeResultsByReference(t *testing.T) {
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
-	if srv.wakes.Load() == 0 {
+	if srv.loop.Wakes() == 0 {
 		t.Fatal("no result crossed loops")
 	}
 }
