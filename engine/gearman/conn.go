@@ -55,11 +55,11 @@ type conn struct {
 	bodyLen int       // the length of that packet
 	own     []byte    // the buffer cn.pkt lies in, when a submit may keep it
 
-	onStore      func(uint64, error) // cn.stored, made once
-	take, apply  func()              // takeHandOffs, applyHandOffs, made once
-	gotTails     []outTail           // this event's share of tails
-	gotAcks      []error             // ... and of acks
-	base         int                 // where the Outbox lands in Out this event
+	onStore     func(uint64, error) // cn.stored, made once
+	take, apply func()              // takeHandOffs, applyHandOffs, made once
+	gotTails    []outTail           // this event's share of tails
+	gotAcks     []error             // ... and of acks
+	base        int                 // where the Outbox lands in Out this event
 
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
 
