@@ -389,7 +389,7 @@ var optTable = []*optDef{
 
 	{long: "periodic-listen", value: true, multi: true, dflt: "tcp://0.0.0.0:" + defaultPeriodicPort, group: gPeriodic,
 		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. The default is port " + defaultPeriodicPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
-		set:  setPeriodicListen},
+		set:  setListen("periodic-listen", func(o *options) *[]string { return &o.PeriodicListen }, checkListenURL)},
 
 	{long: "controller-socket", value: true, dflt: defaultControllerSocket, group: gCtl,
 		help: "The Worker-Controller protocol's main socket, or 'off'. Its directory is made if missing and holds the workers' sockets (WORKER_ID.sock); stale ones are removed at start. If the default path cannot be used (no /run/switchyard for this user, another switchyard on it), the protocol is off, with a notice; a path given here must work.",
@@ -400,14 +400,17 @@ var optTable = []*optDef{
 
 	{long: "dwork-listen", value: true, multi: true, dflt: "tcp://*:" + defaultDworkPort, group: gDwork,
 		help: "Serve dwork's hub protocol (a ZeroMQ ROUTER socket) on tcp://HOST:PORT; HOST * is every address, PORT * or 0 one the kernel picks. Give it again for more addresses, or 'off' for none. The default is port " + defaultDworkPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
-		set:  setDworkListen},
+		set: setListen("dwork-listen", func(o *options) *[]string { return &o.DworkListen }, func(v string) error {
+			_, err := dwork.ListenAddr(v)
+			return err
+		})},
 	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
 		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
 		set:  setDworkFunc},
 
 	{long: "memodb-listen", value: true, multi: true, dflt: "tcp://127.0.0.1:" + defaultMemodbPort, group: gMemodb,
 		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
-		set:  setMemodbListen},
+		set:  setListen("memodb-listen", func(o *options) *[]string { return &o.MemodbListen }, memodb.CheckURL)},
 	{long: "memodb-queue-timeout", value: true, dflt: "10s", group: gMemodb,
 		help: "How long a MemoDB client's job waits for a worker before it is dropped (its request is not answered, and the client sends it again): seconds, or a duration such as 500ms, 1m.",
 		set:  setMemodbDuration("memodb-queue-timeout", func(o *options) *time.Duration { return &o.MemodbQueue })},
@@ -616,48 +619,30 @@ func setClusterPeers(s *parseState, v string) error {
 	return nil
 }
 
-func setPeriodicListen(s *parseState, v string) error {
-	if v == "off" {
-		if len(s.o.PeriodicListen) > 0 {
-			return usagef("the argument ('off') for option '--periodic-listen' cannot be combined with addresses")
+// setListen takes a repeatable listener option's addresses, each checked
+// by check, or "off" (alone) for none: Periodic's, dwork's, MemoDB's.
+func setListen(name string, field func(*options) *[]string, check func(string) error) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		addrs := field(s.o)
+		if v == "off" {
+			if len(*addrs) > 0 {
+				return usagef("the argument ('off') for option '--%s' cannot be combined with addresses", name)
+			}
+			*addrs = []string{}
+			return nil
 		}
-		s.o.PeriodicListen = []string{}
+		if *addrs != nil && len(*addrs) == 0 {
+			return usagef("the argument ('%s') for option '--%s' cannot be combined with 'off'", v, name)
+		}
+		if err := check(v); err != nil {
+			return usagef("the argument ('%s') for option '--%s' is invalid: %v", v, name, err)
+		}
+		if slices.Contains(*addrs, v) {
+			return usagef("the argument ('%s') for option '--%s' is given twice", v, name)
+		}
+		*addrs = append(*addrs, v)
 		return nil
 	}
-	if s.o.PeriodicListen != nil && len(s.o.PeriodicListen) == 0 {
-		return usagef("the argument ('%s') for option '--periodic-listen' cannot be combined with 'off'", v)
-	}
-	if err := checkListenURL(v); err != nil {
-		return usagef("the argument ('%s') for option '--periodic-listen' is invalid: %v", v, err)
-	}
-	for _, a := range s.o.PeriodicListen {
-		if a == v {
-			return usagef("the argument ('%s') for option '--periodic-listen' is given twice", v)
-		}
-	}
-	s.o.PeriodicListen = append(s.o.PeriodicListen, v)
-	return nil
-}
-
-func setDworkListen(s *parseState, v string) error {
-	if v == "off" {
-		if len(s.o.DworkListen) > 0 {
-			return usagef("the argument ('off') for option '--dwork-listen' cannot be combined with addresses")
-		}
-		s.o.DworkListen = []string{}
-		return nil
-	}
-	if s.o.DworkListen != nil && len(s.o.DworkListen) == 0 {
-		return usagef("the argument ('%s') for option '--dwork-listen' cannot be combined with 'off'", v)
-	}
-	if _, err := dwork.ListenAddr(v); err != nil {
-		return usagef("the argument ('%s') for option '--dwork-listen' is invalid: %v", v, err)
-	}
-	if slices.Contains(s.o.DworkListen, v) {
-		return usagef("the argument ('%s') for option '--dwork-listen' is given twice", v)
-	}
-	s.o.DworkListen = append(s.o.DworkListen, v)
-	return nil
 }
 
 func setDworkFunc(s *parseState, v string) error {
@@ -665,27 +650,6 @@ func setDworkFunc(s *parseState, v string) error {
 		return usagef("the argument ('') for option '--dwork-func' is invalid: a function has a name")
 	}
 	s.o.DworkFunc = v
-	return nil
-}
-
-func setMemodbListen(s *parseState, v string) error {
-	if v == "off" {
-		if len(s.o.MemodbListen) > 0 {
-			return usagef("the argument ('off') for option '--memodb-listen' cannot be combined with addresses")
-		}
-		s.o.MemodbListen = []string{}
-		return nil
-	}
-	if s.o.MemodbListen != nil && len(s.o.MemodbListen) == 0 {
-		return usagef("the argument ('%s') for option '--memodb-listen' cannot be combined with 'off'", v)
-	}
-	if err := memodb.CheckURL(v); err != nil {
-		return usagef("the argument ('%s') for option '--memodb-listen' is invalid: %v", v, err)
-	}
-	if slices.Contains(s.o.MemodbListen, v) {
-		return usagef("the argument ('%s') for option '--memodb-listen' is given twice", v)
-	}
-	s.o.MemodbListen = append(s.o.MemodbListen, v)
 	return nil
 }
 

@@ -203,8 +203,9 @@ func (cn *conn) offLoop(build func() []byte) {
 	})
 }
 
-// listHooks let tests steer listings (Server.hooks).
-type listHooks struct {
+// testHooks let tests steer what is answered off the loop (Server.hooks;
+// nil in production): the package's one style of test hook.
+type testHooks struct {
 	inline   int    // replaces inlineLines
 	building func() // runs on a listing's goroutine before it builds
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/source"
 	"switchyard/sched"
 )
@@ -118,12 +119,11 @@ func (cn *conn) packet(p *codec.Packet) {
 	}
 }
 
+// asWorker makes the connection a worker at its first worker packet; the
+// worker is set under Lock for other goroutines' listings (workerRef).
 func (cn *conn) asWorker() *sched.Worker {
 	if cn.worker == nil {
-		w := cn.srv.sched.NewWorker(cn)
-		cn.Lock()
-		cn.worker = w
-		cn.Unlock()
+		gnetloop.Guarded(cn.Conn, &cn.worker, cn.srv.sched.NewWorker(cn))
 	}
 	return cn.worker
 }

@@ -77,7 +77,7 @@ type Server struct {
 	loop    *gnetloop.Server
 
 	gates []*tlsgate.Gate // one per cfg.TLSAddrs
-	hooks atomic.Pointer[listHooks]
+	hooks atomic.Pointer[testHooks]
 }
 
 // New prepares a server; Start binds and runs it.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/internal/servertest"
 	"switchyard/sched"
 )
 
@@ -42,16 +43,7 @@ func runServer(t *testing.T, cfg Config, scfg sched.Config) *Server {
 	}
 	cfg.Version = "0.0.0-test"
 	srv := New(cfg, s, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	servertest.Run(t, srv)
 	return srv
 }
 

@@ -126,10 +126,7 @@ func (cn *conn) frame(payload []byte) gnet.Action {
 		cn.kind = payload[0]
 		cn.onStore, cn.onFail = cn.stored, cn.storeError
 		if cn.kind == kindWorker {
-			w := cn.srv.sched.NewWorker(cn)
-			cn.Lock()
-			cn.worker = w
-			cn.Unlock()
+			gnetloop.Guarded(cn.Conn, &cn.worker, cn.srv.sched.NewWorker(cn))
 		}
 		return gnet.None
 	}

@@ -34,7 +34,7 @@ func (cn *conn) offLoop(work func(send func([]byte) bool) (keep bool)) {
 
 // status answers STATUS: one line per function, "func,workers,jobs,processing".
 func (cn *conn) status(msgID []byte) {
-	if cn.srv.sched.NumFuncs() <= cn.srv.inlineFuncs {
+	if funcs, _ := cn.srv.inline(); cn.srv.sched.NumFuncs() <= funcs {
 		cn.Out = cn.appendStatus(cn.Out, msgID)
 		return
 	}
@@ -142,7 +142,7 @@ func (cn *conn) load(data []byte) gnet.Action {
 			return err
 		}
 	}
-	if len(data) <= cn.srv.inlineLoad {
+	if _, load := cn.srv.inline(); len(data) <= load {
 		if err := codec.DecodeJobList(data, each(cn.Loop())); err != nil {
 			cn.srv.log.Sugar().Debugf("periodic: LOAD from %s: %v", cn.C.RemoteAddr(), err)
 			return gnet.Close

@@ -6,6 +6,7 @@ package periodic
 import (
 	"context"
 	"net"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -39,9 +40,22 @@ type Server struct {
 	submit *sched.Client // every Periodic job is background: one client submits them all
 	loop   *gnetloop.Server
 
-	// Above these sizes STATUS and LOAD run off the loop (DUMP always
-	// does); tests lower them.
-	inlineFuncs, inlineLoad int
+	hooks atomic.Pointer[testHooks]
+}
+
+// testHooks let tests steer what is answered off the loop (Server.hooks;
+// nil in production): the package's one style of test hook.
+type testHooks struct {
+	inlineFuncs, inlineLoad int // replace the constants of the same names
+}
+
+// inline is how large a STATUS (functions) and a LOAD (bytes) may be and
+// still be handled on the loop; DUMP always runs off it.
+func (s *Server) inline() (funcs, load int) {
+	if h := s.hooks.Load(); h != nil {
+		return h.inlineFuncs, h.inlineLoad
+	}
+	return inlineFuncs, inlineLoad
 }
 
 // New prepares a server; Start binds and runs it.
@@ -62,9 +76,6 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		sched:  s,
 		log:    log,
 		submit: submit,
-
-		inlineFuncs: inlineFuncs,
-		inlineLoad:  inlineLoad,
 	}
 	srv.loop = gnetloop.New(gnetloop.Config{Name: "periodic", Addrs: cfg.Addrs, Loops: cfg.Loops,
 		MaxOutbound: cfg.MaxOutbound, Log: log}, srv)

@@ -71,6 +71,14 @@ func (c *Conn) Gone() bool { return c.gone }
 func (c *Conn) Lock()   { c.mu.Lock() }
 func (c *Conn) Unlock() { c.mu.Unlock() }
 
+// Guarded sets *field to v under c's lock: for a session's field that
+// other goroutines read under Lock (a listing reading its worker).
+func Guarded[T any](c *Conn, field *T, v T) {
+	c.mu.Lock()
+	*field = v
+	c.mu.Unlock()
+}
+
 // Local reports whether origin is this connection's own loop, i.e. the
 // caller runs on the goroutine that owns Out. If so it also queues the
 // connection to be flushed at the end of the current event.
