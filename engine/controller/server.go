@@ -7,6 +7,17 @@
 // Config.Funcs, on the scheduler every other protocol feeds: a task is a
 // job, its task_id the job's id, its extra bytes the payload, and the
 // result of a FETCH completes the job for whoever submitted it.
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. REGISTER -> NewWorker and CanDo; every
+// pulse -> Worker.ExpectWithin(next_pulse), whose lapse (Expirer) removes
+// the worker; a pulse's task_id is checked against Worker.Holding. The
+// controller pushes: a free worker sleeps (Sleep), and Wake means "grab
+// and push now". BUSY -> Requeue with Front; TASK_FAILED -> Worker.Retry;
+// FETCH's result -> Update(Complete); SHUTDOWN, FAILED or a dead socket ->
+// Close.
 package controller
 
 import (

@@ -10,6 +10,16 @@
 // connection); where gearmand's answer is broken bytes or no answer at all,
 // this package answers what gearmand's code sets out to (docs/http.md lists
 // each case).
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. a request -> NewClient and Submit, as
+// Gearman's SUBMIT_JOB (unique "-" by default, so CoalesceOnPayload); a
+// background one with Stored, answered once stored; a foreground one with
+// the request as Listener: Data is gathered, the first other update
+// answers it, and Client.Close detaches it when the client leaves or waits
+// too long.
 package gearhttp
 
 import (

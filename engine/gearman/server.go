@@ -1,5 +1,18 @@
 // Package gearman serves the Gearman protocol, binary and text admin, on
 // gnet event loops, translating packets into calls on the shared scheduler.
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. SUBMIT_JOB* -> Client.Submit (BG variants
+// without attaching; SUBMIT_JOB_EPOCH with When);
+// CAN_DO/CAN_DO_TIMEOUT/CANT_DO/ RESET_ABILITIES ->
+// Worker.CanDo/CantDo/Reset; GRAB_JOB* -> Worker.Grab; PRE_SLEEP ->
+// Worker.Sleep (true means send NOOP now; false, Worker.ClearTimeouts as
+// gearmand drops a sleeping worker's job timeout), Waker.Wake -> NOOP;
+// WORK_* -> Worker.Update; GET_STATUS(_UNIQUE) ->
+// Sched.Status/StatusUnique; admin -> Sched.Funcs, Jobs, Cancel,
+// CreateFunc, DropFunc, SetMaxQueue.
 package gearman
 
 import (

@@ -1,6 +1,18 @@
 // Package periodic serves Lupino's Periodic protocol (v0.1.7) on gnet event
 // loops, over TCP and unix sockets, translating frames into calls on the
 // scheduler that also serves Gearman: one namespace of functions and jobs.
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. SUBMIT_JOB and LOAD -> Submit with
+// Background, RetryForever, Replace, Unique = name, When = sched_at,
+// Timeout, Counter; GRAB_JOB parks: the frontend calls Sleep and, on Wake,
+// GrabAttempt (the Attempt gives the JSON's sched_at, counter and run_at);
+// WORK_DONE -> Update(Complete); WORK_FAIL -> Update(Fail), which
+// requeues; SCHED_LATER -> Worker.Requeue with Delay and Step; REMOVE_JOB
+// -> Sched.Remove; DROP_FUNC -> Sched.Purge; STATUS -> FuncsChunked; DUMP
+// -> JobViewsChunked.
 package periodic
 
 import (
