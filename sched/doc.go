@@ -91,7 +91,7 @@
 //     counters never walks the jobs.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
 //     buffer of its own (SubmitReq.OwnPayload) and have it back through
-//     Config.Release when the job ends (a frontend that reads large
+//     the release it set for its Source (SetRelease) when the job ends (a frontend that reads large
 //     requests straight into buffers of its own reuses them).
 //
 // How each frontend maps its protocol onto these calls is in its own

@@ -44,11 +44,6 @@ type Config struct {
 	FunctionTTL time.Duration
 	// Store persists background jobs; nil keeps them in memory only.
 	Store Store
-	// Release, when set, is handed the payload of every job submitted with
-	// OwnPayload once the job has ended and the scheduler no longer refers
-	// to it, so the frontend can reuse the buffer. It runs under a shard
-	// lock and must be quick.
-	Release func(payload []byte)
 	// EndedRetention is how long the note of a job submitted with
 	// SubmitReq.Remember is kept once it ends; 0 = DefaultEndedRetention.
 	// EndedMax bounds the notes kept (0 = DefaultEndedMax); past it the
@@ -90,24 +85,43 @@ type Sched struct {
 	endedKeep time.Duration // Config.EndedRetention
 	endedMax  int           // notes per shard, see Config.EndedMax
 	timed     bool          // Config.Latency
+	// releases take back the payloads their frontends lent (OwnPayload),
+	// by the submitter's Source: see SetRelease.
+	releases [MaxSources]atomic.Pointer[func([]byte)]
+}
+
+// SetRelease has every payload a client of src lends (SubmitReq.OwnPayload)
+// handed to release once its job has ended and the scheduler no longer
+// refers to it, so that the frontend can reuse the buffer. release runs
+// under a shard lock and must be quick. A frontend sets it for its own
+// Source before its first submit; without it, a lent payload is left to
+// the garbage collector.
+func (s *Sched) SetRelease(src Source, release func(payload []byte)) {
+	s.releases[src].Store(&release)
+}
+
+// giveBack hands a lent payload back to its frontend.
+func (s *Sched) giveBack(src Source, payload []byte) {
+	if f := s.releases[src].Load(); f != nil {
+		(*f)(payload)
+	}
 }
 
 type shard struct {
-	mu      sync.Mutex
-	funcs   map[string]*function
-	jobs    jobTable
-	seq     atomic.Uint64
-	wheel   wheel
-	idx     uint64
-	bits    uint         // shard bits: a job's sequence number is id >> bits
-	release func([]byte) // Config.Release
-	s       *Sched
-	idle    funcList               // functions with nothing in them, oldest first
-	peak    int                    // most functions held since funcs was last rebuilt
-	keyed   map[*function]struct{} // functions whose unique index is not empty
-	ended   endedNotes             // jobs submitted with Remember that ended, see ended.go
-	stats   shardStats             // this shard's share of Stats
-	_       [64]byte               // keep neighbouring shard locks off one cache line
+	mu    sync.Mutex
+	funcs map[string]*function
+	jobs  jobTable
+	seq   atomic.Uint64
+	wheel wheel
+	idx   uint64
+	bits  uint // shard bits: a job's sequence number is id >> bits
+	s     *Sched
+	idle  funcList               // functions with nothing in them, oldest first
+	peak  int                    // most functions held since funcs was last rebuilt
+	keyed map[*function]struct{} // functions whose unique index is not empty
+	ended endedNotes             // jobs submitted with Remember that ended, see ended.go
+	stats shardStats             // this shard's share of Stats
+	_     [64]byte               // keep neighbouring shard locks off one cache line
 }
 
 // New starts a scheduler; Close stops its ticker.
@@ -152,7 +166,7 @@ func New(cfg Config) *Sched {
 	}
 	s.endedMax = max(1, s.endedMax/len(s.shards))
 	for i := range s.shards {
-		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release, s: s}
+		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, s: s}
 		s.shards[i].wheel.count = s.timers
 	}
 	if s.tick > 0 {
@@ -281,8 +295,8 @@ func (sh *shard) forget(j *Job) {
 		}
 		j.ext.late = nil
 	}
-	if j.owned && sh.release != nil {
-		sh.release(j.payload)
+	if j.owned {
+		sh.s.giveBack(j.src, j.payload)
 		j.payload = nil
 	}
 	sh.settle(j.fn)
@@ -562,8 +576,8 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 	if !blocked {
 		sh.unplace(j)
 	}
-	if j.owned && sh.release != nil {
-		sh.release(j.payload)
+	if j.owned {
+		sh.s.giveBack(j.src, j.payload)
 	}
 	// fresh's payload may lie in fresh's own allocation; j keeps it alive.
 	j.payload, j.owned = fresh.payload, fresh.owned

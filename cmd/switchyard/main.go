@@ -190,8 +190,8 @@ func (s *server) start() error {
 func (s *server) schedConfig() sched.Config {
 	o := s.o
 	return sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		FunctionTTL: o.FunctionTTL, Release: gearmanRelease,
-		Latency: o.MetricsListen != "off"} // the histograms are only read there
+		FunctionTTL: o.FunctionTTL,
+		Latency:     o.MetricsListen != "off"} // the histograms are only read there
 }
 
 // ready is the end of the start, once the ports are open: the user of

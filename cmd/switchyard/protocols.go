@@ -239,10 +239,6 @@ func httpConfig(o *options, addr string) gearhttp.Config {
 	return cfg
 }
 
-// gearmanRelease hands a finished job's payload back to the Gearman
-// frontend's pool, which the payloads of its submits come from.
-var gearmanRelease = gearman.ReleasePayload
-
 // maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int
 // with room for NNG's header.
 const maxMemodbMessage = 1<<31 - 1<<10

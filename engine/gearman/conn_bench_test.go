@@ -28,7 +28,7 @@ func BenchmarkLargeResult(b *testing.B) {
 func BenchmarkRoundTrip(b *testing.B) { benchLargeResult(b, 16) }
 
 func benchLargeResult(b *testing.B, n int) {
-	s := sched.New(sched.Config{Release: ReleasePayload})
+	s := sched.New(sched.Config{})
 	defer s.Close()
 	srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, Loops: 2, HandlePrefix: "H:b"}, s, nil)
 	if err := srv.Start(); err != nil {

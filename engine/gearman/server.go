@@ -29,6 +29,7 @@ import (
 
 	codec "switchyard/codec/gearman"
 	"switchyard/engine/internal/gnetloop"
+	"switchyard/engine/source"
 	"switchyard/engine/tlsgate"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
@@ -110,6 +111,9 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// Large packets are read into pooled buffers the jobs keep
+	// (OwnPayload); they come back here when the jobs end.
+	s.SetRelease(source.Gearman, releasePayload)
 	return &Server{
 		cfg:     cfg,
 		sched:   s,

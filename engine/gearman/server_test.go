@@ -30,9 +30,6 @@ func startServer(t *testing.T, cfg Config, scfg sched.Config) (string, *Server) 
 // and stops it when the test ends.
 func runServer(t *testing.T, cfg Config, scfg sched.Config) *Server {
 	t.Helper()
-	if scfg.Release == nil {
-		scfg.Release = ReleasePayload // as cmd/switchyard wires it
-	}
 	s := sched.New(scfg)
 	t.Cleanup(s.Close)
 	if cfg.HandlePrefix == "" {
