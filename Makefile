@@ -4,7 +4,7 @@ PKGS    := ./...
 # VERSION is the release, read from the one place it is written.
 VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
-.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean
+.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean man
 
 all: build
 
@@ -40,6 +40,12 @@ vet:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# man rewrites docs/switchyard.8, the man page, from the option table in
+# cmd/switchyard/flags.go; TestManPage fails while the committed page is
+# stale.
+man:
+	$(GO) test ./cmd/switchyard -count=1 -run '^TestManPage$$' -update
 
 # proto regenerates codec/controller/controller.pb.go from controller.proto
 # and codec/dwork/dwork.pb.go from dwork.proto (the go:generate lines in each
