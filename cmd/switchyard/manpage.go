@@ -49,12 +49,14 @@ func writeManPage(w io.Writer) error {
 		"so gearmand's clients, workers, gearman(1), gearadmin(1) and init files work with it unchanged."))
 	p(".PP")
 	p("%s", roffText("The same scheduler also serves, unless turned off: "+
-		"Periodic on "+defaultPeriodicListen+" (--periodic-listen), "+
+		"Periodic on TCP port "+defaultPeriodicPort+" (--periodic-listen), "+
 		"the Worker-Controller protocol on the unix socket "+defaultControllerSocket+" (--controller-socket), "+
-		"dwork's hub (ZeroMQ) on "+defaultDworkListen+" (--dwork-listen), "+
-		"the MemoDB broker protocol (NNG) on "+defaultMemodbListen+" (--memodb-listen), "+
-		"gearmand's HTTP protocol with -r http on port "+defaultHTTPPort+" (--http-port), "+
+		"dwork's hub (ZeroMQ) on TCP port "+defaultDworkPort+" (--dwork-listen), "+
+		"the MemoDB broker protocol (NNG) on TCP port "+defaultMemodbPort+" (--memodb-listen), "+
+		"and gearmand's HTTP protocol with -r http on port "+defaultHTTPPort+" (--http-port), "+
+		"each on the address of -L (MemoDB on 127.0.0.1 when -L is not given); "+
 		"and metrics, a health check (/healthz) and a status page over HTTP on "+defaultMetricsListen+" (--metrics-listen). "+
+		"A default port that is taken turns its protocol off, with a notice in the log; an address given explicitly must work. "+
 		"A job submitted over any protocol may be run by a worker of any other."))
 	p(".PP")
 	p("%s", roffText("Background jobs are kept on disk in --data-dir (-q durable, the default) and survive a restart or a crash. "+
