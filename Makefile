@@ -38,6 +38,7 @@ test: deps vet
 
 vet:
 	$(GO) vet $(PKGS)
+	cd packaging/image && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -100,6 +101,25 @@ deb: build
 	  systemdunitdir=/lib/systemd/system
 	VERSION=$(VERSION) DEB_ARCH=$(DEB_ARCH) $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
 	rm -rf bin/deb-root
+
+# image builds bin/switchyard-image.tar, a docker-archive tarball of the
+# container image (podman load, docker load), without a container daemon:
+# packaging/image, a module of its own so that go-containerregistry stays
+# out of go.mod, writes it FROM scratch with bin/switchyard (static, as
+# make build makes it) and the health check program. The labels name the
+# release, the commit (with +dirty for a changed tree) and IMAGE_SOURCE,
+# the repository's URL (git's origin by default; no label if none); the
+# image's time is the commit's, so a commit builds the same image.
+IMAGE         := bin/switchyard-image.tar
+IMAGE_SOURCE  ?= $(shell git remote get-url origin 2>/dev/null)
+REVISION      ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+IMAGE_CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
+
+image: build
+	cd packaging/image && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../../bin/switchyard-healthcheck ./healthcheck
+	cd packaging/image && $(GO) run . -switchyard ../../$(BIN) -healthcheck ../../bin/switchyard-healthcheck \
+	  -license ../../LICENSE -version $(VERSION) -revision "$(REVISION)" -source "$(IMAGE_SOURCE)" \
+	  -arch $$($(GO) env GOARCH) -created "$(IMAGE_CREATED)" -o ../../$(IMAGE)
 
 # proto regenerates codec/controller/controller.pb.go from controller.proto
 # and codec/dwork/dwork.pb.go from dwork.proto (the go:generate lines in each
