@@ -57,7 +57,7 @@ const (
 	e2eProcTimeout = 60 * time.Second
 
 	// e2eInstallCmd is what to run when a client is missing.
-	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils curl chromium"
+	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils curl chromium groff-base systemd"
 )
 
 var (
