@@ -10,10 +10,13 @@ all: build
 
 # CGO_ENABLED=0: Pebble, the durable queue, would otherwise compile C
 # (zstd, its block cache's allocator); the server needs no C at all.
-# -buildvcs=auto stamps the git commit into the binary (-V, the metrics)
-# even where GOFLAGS says -buildvcs=false.
+# The git commit is stamped into the binary (-V, the metrics) from git
+# itself: Go's own stamp (-buildvcs) is off where GOFLAGS says so, and in a
+# git worktree, whose .git is a file. "+dirty": git status lists a change.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo +dirty)
+LDFLAGS  := -X main.revision=$(REVISION)
 build:
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN) ./cmd/switchyard
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/switchyard
 
 run: build
 	./$(BIN) --verbose INFO -l stderr
@@ -112,7 +115,6 @@ deb: build
 # image's time is the commit's, so a commit builds the same image.
 IMAGE         := bin/switchyard-image.tar
 IMAGE_SOURCE  ?= $(shell git remote get-url origin 2>/dev/null)
-REVISION      ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
 IMAGE_CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
 image: build

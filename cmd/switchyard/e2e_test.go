@@ -100,8 +100,8 @@ func serverBinary(t *testing.T) string {
 		out := filepath.Join(dir, "switchyard")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		// -buildvcs=auto as make build: the binary knows its commit.
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-buildvcs=auto", "-o", out, "switchyard/cmd/switchyard")
+		// The commit stamped as make build stamps it (see gitRevision).
+		cmd := exec.CommandContext(ctx, goTool(), "build", "-ldflags", "-X main.revision="+revisionOfTree(), "-o", out, "switchyard/cmd/switchyard")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build: no C
 		if b, err := cmd.CombinedOutput(); err != nil {
 			e2eBinError = fmt.Errorf("go build switchyard/cmd/switchyard: %v\n%s", err, b)
