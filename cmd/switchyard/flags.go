@@ -149,6 +149,7 @@ type options struct {
 	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
 	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkPort on -L's address; empty = off
 	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
+	DworkKeepOnClose  bool          // --dwork-keep-on-close (ours): a dwork host keeps its tasks when its connections close, as with dwork's hub
 	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbPort on -L's address (127.0.0.1 without -L); empty = off
 	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
 	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
@@ -407,6 +408,9 @@ var optTable = []*optDef{
 	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
 		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
 		set:  setDworkFunc},
+	{long: "dwork-keep-on-close", group: gDwork,
+		help: "Leave a dwork host its tasks when every connection it stole on has closed, as dwork's hub does. Use it when hosts connect once a request, as dwork's 'dquery steal' and 'dquery complete' from a shell do; a host that dies then holds its tasks until an Exit names it. Without it such a host is taken as exited and its tasks go back to the queue.",
+		set:  setBool(func(o *options) *bool { return &o.DworkKeepOnClose })},
 
 	{long: "memodb-listen", value: true, multi: true, dflt: "tcp://127.0.0.1:" + defaultMemodbPort, group: gMemodb,
 		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",

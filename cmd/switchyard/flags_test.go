@@ -246,6 +246,7 @@ func TestParseArgs(t *testing.T) {
 			want(func(o *options) { o.DworkListen = []string{"tcp://127.0.0.1:0", "tcp://*:6125", "tcp://[::1]:*"} })},
 		{"--dwork-listen off", []string{"--dwork-listen", "off"}, nil, want(func(o *options) { o.DworkListen = []string{} })},
 		{"--dwork-func", []string{"--dwork-func", "dag"}, nil, want(func(o *options) { o.DworkFunc = "dag" })},
+		{"--dwork-keep-on-close", []string{"--dwork-keep-on-close"}, nil, want(func(o *options) { o.DworkKeepOnClose = true })},
 		{"--memodb-listen repeated", []string{"--memodb-listen", "tcp://127.0.0.1:0", "--memodb-listen=ipc:///tmp/m.sock", "--memodb-listen", "tcp://[::1]:12701"}, nil,
 			want(func(o *options) {
 				o.MemodbListen = []string{"tcp://127.0.0.1:0", "ipc:///tmp/m.sock", "tcp://[::1]:12701"}

@@ -119,7 +119,7 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "*"), defaultDworkPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc)}, e.sched, e.log)
+			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc), KeepOnClose: e.o.DworkKeepOnClose}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
