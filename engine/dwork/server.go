@@ -21,9 +21,8 @@
 // Stats counts its jobs apart. Create -> Submit with Background, Unique =
 // Payload = the task's name, After (its predecessors), Remember and
 // Stored, and again on an existing name to add some; a worker per location
-// (SetName); Steal -> Grab, never Sleep; completion -> Find, whose
-// JobView.Worker names the location holding it, then that worker's
-// Update(Complete); Lookup -> Find (running), else EndedJob; Exit ->
+// (SetName); Steal -> Grab, never Sleep; completion -> UpdateNamed(Complete), on
+// behalf of the location holding it; Lookup -> Find (running), else EndedJob; Exit ->
 // Holding and Requeue with Front, then Close.
 package dwork
 
