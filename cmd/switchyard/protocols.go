@@ -15,6 +15,7 @@ import (
 	"switchyard/engine/gearman"
 	"switchyard/engine/memodb"
 	"switchyard/engine/periodic"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -45,9 +46,9 @@ type protocol struct {
 	// start serves the protocol on addrs and returns the addresses bound
 	// (the ports the kernel picked for port 0).
 	start func(e *env, addrs []string) (frontend, []string, error)
-	// workers appends the protocol's workers to Gearman's "workers"
-	// listing, in its format; nil: it has none to list there.
-	workers func(f frontend) func([]byte) []byte
+	// workers lists the protocol's workers, newest first, for Gearman's
+	// "workers" listing; nil: it has none to list there.
+	workers func(f frontend) []workerline.Worker
 }
 
 // env is what every frontend is built from.
@@ -56,8 +57,8 @@ type env struct {
 	sched *sched.Sched
 	log   *zap.Logger
 	tls   *tls.Config
-	// workers lists the other protocols' workers after Gearman's own.
-	workers func([]byte) []byte
+	// workers lists the other protocols' workers, for Gearman's listing.
+	workers func() []workerline.Worker
 	// shutdown is the admin command's ("shutdown [graceful]") way to stop
 	// the process; nil unless --admin-shutdown.
 	shutdown func(graceful bool)
@@ -84,7 +85,7 @@ var protocols = []protocol{
 			}
 			return s, stringsOf(s.Addrs()), nil
 		},
-		workers: func(f frontend) func([]byte) []byte { return f.(*periodic.Server).AppendWorkers },
+		workers: func(f frontend) []workerline.Worker { return f.(*periodic.Server).ListWorkers() },
 	},
 	{
 		name: "controller", flag: "--controller-socket",
@@ -108,7 +109,7 @@ var protocols = []protocol{
 			}
 			return s, []string{"unix://" + s.Socket()}, nil
 		},
-		workers: func(f frontend) func([]byte) []byte { return f.(*controller.Server).AppendWorkers },
+		workers: func(f frontend) []workerline.Worker { return f.(*controller.Server).ListWorkers() },
 	},
 	{
 		name: "dwork", flag: "--dwork-listen",
@@ -142,7 +143,7 @@ var protocols = []protocol{
 			}
 			return s, s.Addrs(), nil
 		},
-		workers: func(f frontend) func([]byte) []byte { return f.(*memodb.Server).AppendWorkers },
+		workers: func(f frontend) []workerline.Worker { return f.(*memodb.Server).ListWorkers() },
 	},
 	{
 		name: "http", flag: "--http-port",

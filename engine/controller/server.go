@@ -372,17 +372,17 @@ func (s *Server) forget(w *worker) {
 	s.mu.Unlock()
 }
 
-// AppendWorkers appends a line per registered worker for Gearman's
-// "workers" admin command, newest first as gearmand lists connections:
-// "-1 unix:SOCKET worker-ID : FUNC ...". -1: the worker has no
-// connection of its own to the server.
-func (s *Server) AppendWorkers(dst []byte) []byte {
+// ListWorkers lists the registered workers, newest first (workerline):
+// FD -1 (a worker has no connection of its own to the server), the peer
+// "unix:SOCKET", and worker-ID.
+func (s *Server) ListWorkers() []workerline.Worker {
 	s.mu.Lock()
 	ws := slices.Collect(maps.Values(s.workers))
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.id, a.id) })
+	out := make([]workerline.Worker, 0, len(ws))
 	for _, w := range ws {
-		dst = workerline.AppendNumbered(dst, "unix:"+w.sock, w.id, s.cfg.Funcs)
+		out = append(out, workerline.Worker{FD: -1, Peer: "unix:" + w.sock, ID: workerline.Numbered(w.id), Funcs: s.cfg.Funcs})
 	}
-	return dst
+	return out
 }

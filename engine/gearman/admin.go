@@ -234,26 +234,53 @@ func (s *Server) appendListing(dst []byte, l listing) []byte {
 }
 
 // appendWorkers lists every connection, newest first as gearmand does with
-// one thread: "FD IP CLIENT-ID : FUNC ...".
+// one thread, then the other protocols' workers (Config.MoreWorkers, each
+// protocol's newest first): "FD IP CLIENT-ID : FUNC ...", then ".".
 func (s *Server) appendWorkers(dst []byte) []byte {
-	return s.appendWorkersOf(dst, s.snapshot())
-}
-
-// appendWorkersOf is appendWorkers over conns, ordered by descriptor.
-func (s *Server) appendWorkersOf(dst []byte, conns []*conn) []byte {
-	var fns []string
-	for i := len(conns) - 1; i >= 0; i-- {
-		c := conns[i]
-		fns = fns[:0]
-		if w := c.workerRef(); w != nil {
-			fns = w.Abilities(fns)
-		}
-		dst = workerline.Append(dst, c.Fd(), c.ip, c.id(), fns)
-	}
+	dst = s.appendWorkersOf(dst, s.snapshot())
 	if s.cfg.MoreWorkers != nil {
-		dst = s.cfg.MoreWorkers(dst)
+		more := s.cfg.MoreWorkers()
+		for i := range more {
+			dst = appendWorkerLine(dst, &more[i])
+		}
 	}
 	return append(dst, ".\n"...)
+}
+
+// appendWorkersOf appends the lines of conns (ordered by descriptor),
+// newest first.
+func (s *Server) appendWorkersOf(dst []byte, conns []*conn) []byte {
+	var w workerline.Worker
+	for i := len(conns) - 1; i >= 0; i-- {
+		c := conns[i]
+		w = workerline.Worker{FD: c.Fd(), Peer: c.ip, ID: string(c.id()), Funcs: w.Funcs[:0]}
+		if wr := c.workerRef(); wr != nil {
+			w.Funcs = wr.Abilities(w.Funcs)
+		}
+		dst = appendWorkerLine(dst, &w)
+	}
+	return dst
+}
+
+// appendWorkerLine is one line of "workers", gearmand's: the descriptor
+// (-1 for a worker with no connection of its own), the peer, the client id
+// ("-" if none), then the functions.
+func appendWorkerLine(dst []byte, w *workerline.Worker) []byte {
+	dst = strconv.AppendInt(dst, int64(w.FD), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, w.Peer...)
+	dst = append(dst, ' ')
+	if w.ID == "" {
+		dst = append(dst, '-')
+	} else {
+		dst = append(dst, w.ID...)
+	}
+	dst = append(dst, " :"...)
+	for _, f := range w.Funcs {
+		dst = append(dst, ' ')
+		dst = append(dst, f...)
+	}
+	return append(dst, '\n')
 }
 
 // funcLine is one line of "status": the function and its bucket.

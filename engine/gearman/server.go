@@ -70,9 +70,10 @@ type Config struct {
 	// "shutdown" (graceful false) or "shutdown graceful" (true). nil makes
 	// both unknown commands, as they are in gearmand 1.1.20.
 	Shutdown func(graceful bool)
-	// MoreWorkers, if set, appends lines for the "workers" admin command
-	// after the connections': the workers other frontends serve.
-	MoreWorkers func(dst []byte) []byte
+	// MoreWorkers, if set, lists the other protocols' workers, which the
+	// "workers" admin command shows after Gearman's own connections: the
+	// scheduler's counts in "status" take them all in.
+	MoreWorkers func() []workerline.Worker
 	// Commands are text admin commands beyond gearmand's, by their first
 	// word in lower case ("cluster"): each is handed the other words and
 	// runs off the event loop; its reply is written as returned, line

@@ -4,9 +4,14 @@ package servertest
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"switchyard/engine/workerline"
 )
 
 // Server is a frontend as the tests start it.
@@ -42,4 +47,19 @@ func Run(t testing.TB, srv Server) string {
 		}
 	})
 	return addr
+}
+
+// WorkerLines writes a worker listing as "FD PEER ID : FUNC ..." lines
+// ("-" for no id, the functions sorted), for tests' patterns.
+func WorkerLines(ws []workerline.Worker) []string {
+	var out []string
+	for _, w := range ws {
+		id := w.ID
+		if id == "" {
+			id = "-"
+		}
+		fns := slices.Sorted(slices.Values(w.Funcs))
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%d %s %s : %s", w.FD, w.Peer, id, strings.Join(fns, " "))))
+	}
+	return out
 }
