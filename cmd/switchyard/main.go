@@ -172,6 +172,9 @@ func (s *server) start() error {
 	if err := t.replay(); err != nil {
 		return err
 	}
+	if err := s.writePid(); err != nil {
+		return err
+	}
 	if err := t.startFrontends(); err != nil {
 		return err
 	}
@@ -195,17 +198,24 @@ func (s *server) schedConfig() sched.Config {
 }
 
 // ready is the end of the start, once the ports are open: the user of
-// -u, the pid file, and the daemon's parent told to go.
+// -u, and the daemon's parent told to go.
 func (s *server) ready() error {
 	o := s.o
 	if err := dropPrivileges(o.User); err != nil {
 		return fmt.Errorf("cannot switch to user %s: %w", o.User, err)
 	}
+	daemonReady() // the parent may exit now
+	return nil
+}
+
+// writePid writes the pid file before the ports open, as gearmand does: a
+// client that can connect finds it.
+func (s *server) writePid() error {
+	o := s.o
 	if err := writePidFile(o.PidFile); err != nil {
 		return fmt.Errorf("cannot write pid file %s: %w", o.PidFile, err)
 	}
 	s.defer_(func() { removePidFile(o.PidFile) })
-	daemonReady() // the parent may exit now
 	return nil
 }
 

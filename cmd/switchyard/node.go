@@ -97,6 +97,9 @@ func (s *server) startNode() error {
 			s.defer_(m.close)
 		}
 	}
+	if err := s.writePid(); err != nil {
+		return err
+	}
 	return s.ready()
 }
 
