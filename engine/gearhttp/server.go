@@ -35,6 +35,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/sched"
 )
 
@@ -62,6 +63,13 @@ type Config struct {
 	// KeepAlive is TCP keepalive on the accepted connections (--keepalive);
 	// off when not Enable, as gearmand's sockets are without it.
 	KeepAlive net.KeepAliveConfig
+	// Budget is the memory budget request bodies are read against (see
+	// engine/budget): a body it cannot take is answered 503; nil: none.
+	Budget *budget.Budget
+	// BodyIdle bounds the wait for each read of a request's body; 0 =
+	// 30 s. A client that sends a Content-Length and then a byte now and
+	// then (slowloris) holds nothing for long.
+	BodyIdle time.Duration
 }
 
 // DefaultMaxBody is Config.MaxBody's default, --max-packet's.
@@ -77,6 +85,10 @@ const (
 	readHeaderTimeout = 30 * time.Second
 	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// bodyIdleTimeout is Config.BodyIdle's default, and bodyTimeout
+	// bounds a whole body.
+	bodyIdleTimeout = 30 * time.Second
+	bodyTimeout     = 10 * time.Minute
 )
 
 // Server is gearmand's HTTP protocol on a listener of its own.

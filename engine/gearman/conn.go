@@ -19,6 +19,16 @@ type gearLoop struct {
 	// reporting lies in, while the scheduler hands it to listeners:
 	// connections of other loops keep a reference to it instead of a copy.
 	body *sharedBody
+	// scratch takes the bytes of refused packets, thrown away.
+	scratch []byte
+}
+
+// scratchOf is the loop's scratch buffer, up to n bytes of it.
+func (gl *gearLoop) scratchOf(n int) []byte {
+	if gl.scratch == nil {
+		gl.scratch = make([]byte, largeBody)
+	}
+	return gl.scratch[:min(n, len(gl.scratch))]
 }
 
 // loopOf is a loop's Gearman state.
@@ -44,16 +54,19 @@ type conn struct {
 	ip  string
 	tls *tlsgate.Peer // the TLS side of a connection from a TLS listener
 
-	client  *sched.Client // created on the first submit
-	worker  *sched.Worker // created on the first worker packet
-	ps      codec.Parser  // resumes the frame that gnet's buffer ends inside
-	pkt     codec.Packet
-	upd     sched.Update
-	iovs    [][]byte  // writeTails' scratch
-	spare   []outTail // the other half of tails, see takeHandOffs
-	body    []byte    // a large packet being read whole, see readBody
-	bodyLen int       // the length of that packet
-	own     []byte    // the buffer cn.pkt lies in, when a submit may keep it
+	client   *sched.Client // created on the first submit
+	worker   *sched.Worker // created on the first worker packet
+	ps       codec.Parser  // resumes the frame that gnet's buffer ends inside
+	pkt      codec.Packet
+	upd      sched.Update
+	iovs     [][]byte  // writeTails' scratch
+	spare    []outTail // the other half of tails, see takeHandOffs
+	body     []byte    // a large packet being read whole, see readBody
+	bodyLen  int       // the length of that packet; 0: none is being read
+	reserved int64     // the budget body's buffer took
+	refused  bool      // the budget refused it: its bytes are thrown away
+	got      int       // ... got of them so far
+	own      []byte    // the buffer cn.pkt lies in, when a submit may keep it
 
 	onStore     func(uint64, error) // cn.stored, made once
 	take, apply func()              // takeHandOffs, applyHandOffs, made once
@@ -86,7 +99,7 @@ func (cn *conn) Traffic() gnet.Action {
 	cn.Receive(cn.take, cn.apply)
 	action := gnet.None
 	for {
-		if cn.body != nil {
+		if cn.bodyLen > 0 {
 			done, ok := cn.readBody()
 			if !ok {
 				// The peer left mid-packet. Replies this event made for
@@ -99,7 +112,7 @@ func (cn *conn) Traffic() gnet.Action {
 			}
 			cn.bodyPacket()
 		}
-		if action = cn.parse(); action != gnet.None || cn.body == nil {
+		if action = cn.parse(); action != gnet.None || cn.bodyLen == 0 {
 			break
 		}
 	}
@@ -199,17 +212,26 @@ const largeBody = 64 << 10
 
 // startBody begins assembling a large packet (cn.bodyLen bytes) from its
 // first bytes, prefix, in a pooled buffer that holds it all if there is
-// one, else in one sized for what has arrived (bodyCap).
+// one, else in one sized for what has arrived (bodyCap). The buffer is
+// taken from the memory budget; if the budget cannot give it, the packet
+// is refused (refuseBody).
 func (cn *conn) startBody(prefix []byte) {
 	b := bodies.take(cn.bodyLen)
 	if b == nil {
 		b = make([]byte, 0, bodyCap(cn.bodyLen, len(prefix)))
 	}
+	if !cn.Hold().Take(int64(cap(b))) {
+		bodies.put(b)
+		cn.refuseBody(len(prefix))
+		return
+	}
+	cn.reserved = int64(cap(b))
 	cn.body = append(b, prefix...)
 }
 
-// growBody makes room in cn.body for at least n more bytes. The old buffer
-// is left to the garbage collector: the pool wants whole packets' buffers.
+// growBody makes room in cn.body for at least n more bytes, or refuses the
+// packet if the memory budget cannot give them. The old buffer is left to
+// the garbage collector: the pool wants whole packets' buffers.
 func (cn *conn) growBody(n int) {
 	c := cap(cn.body)
 	for c-len(cn.body) < n {
@@ -218,27 +240,66 @@ func (cn *conn) growBody(n int) {
 	if c == cap(cn.body) {
 		return
 	}
+	if !cn.Hold().Take(int64(c - cap(cn.body))) {
+		cn.refuseBody(len(cn.body))
+		return
+	}
+	cn.reserved += int64(c - cap(cn.body))
 	cn.body = append(make([]byte, 0, c), cn.body...)
 }
 
-// readBody moves the large packet's bytes into cn.body: first what gnet has
-// buffered, then straight from the socket until it would block. done says
-// the packet is whole; !ok that the connection failed or hit EOF.
-func (cn *conn) readBody() (done, ok bool) {
-	if n := cn.C.InboundBuffered(); n > 0 {
-		take := min(n, cn.bodyLen-len(cn.body))
-		cn.growBody(take)
-		m, _ := cn.C.Read(cn.body[len(cn.body) : len(cn.body)+take])
-		cn.body = cn.body[:len(cn.body)+m]
+// refuseBody gives up the large packet being read, got bytes of it read,
+// because the memory budget is spent: the rest is read and thrown away,
+// and the peer is answered with an error once it has all been sent, so
+// that the connection goes on (refused says which).
+func (cn *conn) refuseBody(got int) {
+	cn.dropBody()
+	cn.refused, cn.got = true, got
+}
+
+// dropBody lets the packet's buffer go, back to the budget.
+func (cn *conn) dropBody() {
+	cn.body = nil
+	cn.Hold().Give(cn.reserved)
+	cn.reserved = 0
+}
+
+// have is how much of the large packet has arrived.
+func (cn *conn) have() int {
+	if cn.refused {
+		return cn.got
 	}
-	for len(cn.body) < cn.bodyLen {
-		if len(cn.body) == cap(cn.body) {
-			cn.growBody(1)
+	return len(cn.body)
+}
+
+// readBody moves the large packet's bytes into cn.body (or, refused, into
+// the loop's scratch): first what gnet has buffered, then straight from
+// the socket until it would block. done says the packet is whole; !ok
+// that the connection failed or hit EOF.
+func (cn *conn) readBody() (done, ok bool) {
+	for cn.have() < cn.bodyLen {
+		var room []byte
+		if !cn.refused {
+			if len(cn.body) == cap(cn.body) {
+				cn.growBody(min(max(cn.C.InboundBuffered(), 1), cn.bodyLen-len(cn.body)))
+			}
 		}
-		// Never past the packet: its successors belong to gnet's reads.
-		room := cn.body[len(cn.body):min(cap(cn.body), cn.bodyLen)]
-		n, err := unix.Read(cn.Fd(), room)
+		if cn.refused {
+			room = cn.gl.scratchOf(cn.bodyLen - cn.got)
+		} else {
+			// Never past the packet: its successors belong to gnet's reads.
+			room = cn.body[len(cn.body):min(cap(cn.body), cn.bodyLen)]
+		}
+		var n int
+		var err error
+		if b := cn.C.InboundBuffered(); b > 0 {
+			n, _ = cn.C.Read(room[:min(b, len(room))])
+		} else {
+			n, err = unix.Read(cn.Fd(), room)
+		}
 		switch {
+		case n > 0 && cn.refused:
+			cn.got += n
 		case n > 0:
 			cn.body = cn.body[:len(cn.body)+n]
 		case err == unix.EINTR:
@@ -253,10 +314,19 @@ func (cn *conn) readBody() (done, ok bool) {
 
 // bodyPacket handles the large packet assembled in cn.body. The buffer is
 // the packet's alone, so a submit hands it to the job instead of copying;
-// any other packet is done with it when its handler returns.
+// any other packet is done with it when its handler returns. A refused
+// one is answered with the memory budget's error.
 func (cn *conn) bodyPacket() {
+	if cn.refused {
+		cn.refused, cn.got, cn.bodyLen = false, 0, 0
+		cn.Out = codec.AppendError(cn.Out, "MEMORY_ALLOCATION_FAILURE", "The server's memory budget is spent: packet refused")
+		return
+	}
 	body := cn.body
-	cn.body, cn.bodyLen = nil, 0
+	// The packet is whole: it is no longer the peer's to hold. A job that
+	// keeps the buffer counts it as queued memory.
+	cn.Hold().Give(cn.reserved)
+	cn.body, cn.bodyLen, cn.reserved = nil, 0, 0
 	if n, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil || n != len(body) {
 		cn.Out = codec.AppendError(cn.Out, "INVALID_PACKET", "Packet is missing arguments")
 		bodies.put(body)

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/budget"
 	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/source"
 	"switchyard/engine/tlsgate"
@@ -56,6 +57,9 @@ type Config struct {
 	MaxPacket int
 	// MaxOutbound closes a connection whose unread replies exceed it; 0 = 256 MiB.
 	MaxOutbound int
+	// Budget is the memory budget connections hold against (see
+	// engine/budget); nil: none.
+	Budget *budget.Budget
 	// Keepalive enables TCP keepalive with the given idle time, interval and count
 	// (zero values leave the system defaults).
 	Keepalive         bool
@@ -131,7 +135,7 @@ func (s *Server) Start() error {
 		return err
 	}
 	lcfg := gnetloop.Config{Name: "gearman", Addrs: s.cfg.Addrs, AllowNoAddrs: len(s.gates) > 0,
-		Loops: s.cfg.Loops, MaxOutbound: s.cfg.MaxOutbound, Log: s.log}
+		Loops: s.cfg.Loops, MaxOutbound: s.cfg.MaxOutbound, Budget: s.cfg.Budget, Log: s.log}
 	if len(s.cfg.Addrs) == 0 && len(s.gates) > 0 {
 		// TLS only: gnet still wants a listener of its own.
 		ph, remove, err := tlsgate.Placeholder()

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/periodic"
+	"switchyard/engine/budget"
 	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/source"
 	"switchyard/engine/workerline"
@@ -39,6 +40,9 @@ type Config struct {
 	MaxFrame int
 	// MaxOutbound closes a connection whose unread replies exceed it; 0 = 256 MiB.
 	MaxOutbound int
+	// Budget is the memory budget connections hold against (see
+	// engine/budget); nil: none.
+	Budget *budget.Budget
 	// MaxGrabs bounds the GRAB_JOBs one worker may have waiting; 0 = 4096.
 	MaxGrabs int
 }
@@ -90,7 +94,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		submit: submit,
 	}
 	srv.loop = gnetloop.New(gnetloop.Config{Name: "periodic", Addrs: cfg.Addrs, Loops: cfg.Loops,
-		MaxOutbound: cfg.MaxOutbound, Log: log}, srv)
+		MaxOutbound: cfg.MaxOutbound, Budget: cfg.Budget, Log: log}, srv)
 	return srv
 }
 

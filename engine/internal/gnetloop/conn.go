@@ -8,6 +8,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"switchyard/engine/budget"
 	"switchyard/engine/held"
 )
 
@@ -44,6 +45,7 @@ type Conn struct {
 	dirty bool // queued on loop.dirty
 	gone  bool // closed (loop's view)
 	iov   [2][]byte
+	hold  *budget.Holder // nil without a budget
 
 	// mu guards what other goroutines hand to the connection: Outbox and
 	// whatever else a session keeps under Lock.
@@ -63,6 +65,11 @@ func (c *Conn) Loop() *Loop { return c.loop }
 
 // Server is the server the connection belongs to.
 func (c *Conn) Server() *Server { return c.srv }
+
+// Hold is the connection's share of the memory budget, for what the
+// session reserves as it grows (a request body); nil without a budget
+// (its methods then do nothing).
+func (c *Conn) Hold() *budget.Holder { return c.hold }
 
 // Gone tells whether the connection is closed (loop's view).
 func (c *Conn) Gone() bool { return c.gone }
@@ -190,9 +197,14 @@ func (c *Conn) Flush() bool {
 			c.Out = nil
 		}
 	}
-	if ob := c.C.OutboundBuffered() + c.Held.Len(); ob > c.srv.cfg.MaxOutbound {
+	ob := c.C.OutboundBuffered() + c.Held.Len()
+	if ob > c.srv.cfg.MaxOutbound {
 		c.srv.cfg.Log.Sugar().Warnf("%s: closing %s: %d bytes of replies unread", c.srv.cfg.Name, c.C.RemoteAddr(), ob)
 		return false
+	}
+	if c.hold != nil {
+		// Unread replies and a partial request are the peer's to hold.
+		c.hold.Set(int64(ob + c.C.InboundBuffered()))
 	}
 	return true
 }
@@ -217,6 +229,7 @@ func (c *Conn) WriteTail(tail []byte) {
 // orphan).
 func (c *Conn) close() {
 	c.gone = true
+	c.hold.Release()
 	orphan := c.orphan()
 	c.mu.Lock()
 	c.closed = true

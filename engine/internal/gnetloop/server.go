@@ -26,6 +26,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/engine/listen"
 )
 
@@ -77,7 +78,12 @@ type Config struct {
 	// (gnet boots before it makes them): for connections registered with
 	// the engine from outside, such as TLS ones. It turns gnet's ticker on.
 	WaitForLoops bool
-	Log          *zap.Logger
+	// Budget counts what each connection holds (gnet's buffers, replies
+	// held for the store, what the session reserves: Conn.Hold) against
+	// one memory budget, which cuts off the connections that hold the
+	// most when it is spent; nil: no accounting.
+	Budget *budget.Budget
+	Log    *zap.Logger
 }
 
 // Server runs a Handler on gnet event loops.
@@ -262,8 +268,14 @@ func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close // accepted before the listeners closed, or they could not be
 	}
 	c := &Conn{C: gc, srv: s, loop: s.loopOf(gc), fd: gc.Fd()}
+	c.hold = s.cfg.Budget.Hold(func() {
+		s.cfg.Log.Sugar().Warnf("%s: closing %s: it holds %d bytes, more than any other connection, and the memory budget is spent",
+			s.cfg.Name, gc.RemoteAddr(), c.hold.Held())
+		gc.Close()
+	})
 	ss := s.h.Open(c)
 	if ss == nil {
+		c.hold.Release()
 		return nil, gnet.Close
 	}
 	c.session = ss
