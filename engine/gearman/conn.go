@@ -164,7 +164,10 @@ func (cn *conn) traffic() gnet.Action {
 			if !done {
 				break
 			}
-			cn.bodyPacket()
+			if !cn.bodyPacket() {
+				action = gnet.Close
+				break
+			}
 		}
 		if action = cn.parse(); action != gnet.None || cn.body == nil {
 			break
@@ -225,8 +228,9 @@ func (cn *conn) parse() gnet.Action {
 			break
 		}
 		if err != nil {
-			cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
-			continue
+			cn.missingArgs(&cn.pkt)
+			action = gnet.Close
+			break
 		}
 		if cn.pkt.Text {
 			cn.admin(&cn.pkt)
@@ -305,14 +309,16 @@ func (cn *conn) readBody() (done, ok bool) {
 
 // bodyPacket handles the large packet assembled in cn.body. The buffer is
 // the packet's alone, so a submit hands it to the job instead of copying;
-// any other packet is done with it when its handler returns.
-func (cn *conn) bodyPacket() {
+// any other packet is done with it when its handler returns. !ok: the
+// packet is missing arguments and the connection must close.
+func (cn *conn) bodyPacket() (ok bool) {
 	body := cn.body
 	cn.body, cn.bodyLen = nil, 0
 	if n, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil || n != len(body) {
-		cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
+		cn.missingArgs(&cn.pkt)
 		bodies.put(body)
-		return
+		cn.pkt = codec.Packet{}
+		return false
 	}
 	cn.own = body
 	cn.packet(&cn.pkt)
@@ -321,6 +327,20 @@ func (cn *conn) bodyPacket() {
 	}
 	cn.own = nil
 	cn.pkt = codec.Packet{} // no reference into a buffer now reused
+	return true
+}
+
+// missingArgs notes a whole packet with fewer arguments than its type
+// takes; the caller closes the connection, without a reply. gearmand 1.1.20
+// reads the missing arguments on into the bytes that follow the packet:
+// once more bytes come it closes without a reply (a type with a data part:
+// the length left for the data goes below zero and cannot be allocated) or
+// never answers again (the others), and a lone packet waits. A peer that
+// sent one, such as a Perl worker's WORK_COMPLETE with a handle and no
+// result, sees its connection drop and reconnects; an ERROR reply would
+// make it give up instead.
+func (cn *conn) missingArgs(p *codec.Packet) {
+	cn.srv.log.Sugar().Infof("closing %s fd %d: %v packet is missing arguments", cn.ip, cn.fd, p.Type)
 }
 
 // largeTail is the payload size above which a reply is written with
