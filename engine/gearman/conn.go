@@ -110,7 +110,10 @@ func (cn *conn) Traffic() gnet.Action {
 			if !done {
 				break
 			}
-			cn.bodyPacket()
+			if !cn.bodyPacket() {
+				action = gnet.Close
+				break
+			}
 		}
 		if action = cn.parse(); action != gnet.None || cn.bodyLen == 0 {
 			break
@@ -186,8 +189,9 @@ func (cn *conn) parse() gnet.Action {
 			break
 		}
 		if err != nil {
-			cn.Out = codec.AppendError(cn.Out, "INVALID_PACKET", "Packet is missing arguments")
-			continue
+			cn.missingArgs(&cn.pkt)
+			action = gnet.Close
+			break
 		}
 		if cn.pkt.Text {
 			cn.admin(&cn.pkt)
@@ -315,12 +319,13 @@ func (cn *conn) readBody() (done, ok bool) {
 // bodyPacket handles the large packet assembled in cn.body. The buffer is
 // the packet's alone, so a submit hands it to the job instead of copying;
 // any other packet is done with it when its handler returns. A refused
-// one is answered with the memory budget's error.
-func (cn *conn) bodyPacket() {
+// one is answered with the memory budget's error. !ok: the packet is
+// missing arguments and the connection must close.
+func (cn *conn) bodyPacket() (ok bool) {
 	if cn.refused {
 		cn.refused, cn.got, cn.bodyLen = false, 0, 0
 		cn.Out = codec.AppendError(cn.Out, "MEMORY_ALLOCATION_FAILURE", "The server's memory budget is spent: packet refused")
-		return
+		return true
 	}
 	body := cn.body
 	// The packet is whole: it is no longer the peer's to hold. A job that
@@ -328,9 +333,10 @@ func (cn *conn) bodyPacket() {
 	cn.Hold().Give(cn.reserved)
 	cn.body, cn.bodyLen, cn.reserved = nil, 0, 0
 	if n, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil || n != len(body) {
-		cn.Out = codec.AppendError(cn.Out, "INVALID_PACKET", "Packet is missing arguments")
+		cn.missingArgs(&cn.pkt)
 		bodies.put(body)
-		return
+		cn.pkt = codec.Packet{}
+		return false
 	}
 	cn.own = body
 	cn.packet(&cn.pkt)
@@ -339,6 +345,20 @@ func (cn *conn) bodyPacket() {
 	}
 	cn.own = nil
 	cn.pkt = codec.Packet{} // no reference into a buffer now reused
+	return true
+}
+
+// missingArgs notes a whole packet with fewer arguments than its type
+// takes; the caller closes the connection, without a reply. gearmand 1.1.20
+// reads the missing arguments on into the bytes that follow the packet:
+// once more bytes come it closes without a reply (a type with a data part:
+// the length left for the data goes below zero and cannot be allocated) or
+// never answers again (the others), and a lone packet waits. A peer that
+// sent one, such as a Perl worker's WORK_COMPLETE with a handle and no
+// result, sees its connection drop and reconnects; an ERROR reply would
+// make it give up instead.
+func (cn *conn) missingArgs(p *codec.Packet) {
+	cn.srv.log.Sugar().Infof("closing %s fd %d: %v packet is missing arguments", cn.ip, cn.Fd(), p.Type)
 }
 
 // largeTail is the payload size above which a reply is written with
