@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -95,19 +94,17 @@ func run(args []string) int {
 		FunctionTTL: o.FunctionTTL, Release: gearman.ReleasePayload,
 		Latency: o.MetricsListen != "off"} // the histograms are only read there
 	var st *durable.Store
+	var sqStore *sqlite.Store
 	var storeStats func() ops.StoreStats
 	switch o.QueueType {
 	case "durable":
-		if st, err = openStore(o.DataDir, o.Fsync); err != nil {
+		if st, err = openStore(o.DataDir, o.Fsync, o.Recover, log); err != nil {
 			log.Error("cannot open the job store", zap.Error(err))
 			return 1
 		}
 		defer st.Close() // after the scheduler's Close below: last
 		scfg.Store = st
-		storeStats = func() ops.StoreStats {
-			d := st.Stats()
-			return ops.StoreStats{Bytes: d.DiskBytes, Syncs: d.Syncs, SyncSeconds: d.SyncSeconds, SyncBuckets: d.SyncBuckets}
-		}
+		storeStats = durableStats(st)
 		log.Info("job store", zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
 	case "libsqlite3":
 		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
@@ -123,11 +120,8 @@ func run(args []string) int {
 			}
 		}()
 		scfg.Store = sq
-		storeStats = func() ops.StoreStats {
-			q := sq.Stats()
-			n, sum, buckets := ops.Cumulative(&q.Commits)
-			return ops.StoreStats{Bytes: q.DiskBytes, Syncs: n, SyncSeconds: sum, SyncBuckets: buckets}
-		}
+		storeStats = sqliteStats(sq)
+		sqStore = sq
 		log.Info("job store", zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
 			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
 	}
@@ -159,6 +153,9 @@ func run(args []string) int {
 	go returnMemory(ctx, s.Len, time.Second)
 	if st != nil {
 		go watchStore(ctx, st, log)
+	}
+	if sqStore != nil {
+		go watchSqlite(ctx, sqStore, log)
 	}
 
 	stop := make(chan bool, 1) // true: graceful
@@ -416,35 +413,6 @@ func startController(o *options, s *sched.Sched, maxExtra int, log *zap.Logger) 
 		return nil, nil
 	}
 	return c, nil
-}
-
-// openStore opens the durable queue in dir, making the directory if need
-// be. A store that exists but cannot be read is an error naming it.
-func openStore(dir, fsync string) (*durable.Store, error) {
-	mode, err := durable.ParseSync(fsync)
-	if err != nil {
-		return nil, err
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
-		return nil, err
-	}
-	return durable.Open(abs, mode)
-}
-
-// watchStore logs the job store's failure (a full disk), once: clients
-// learn of it from each refused submit, whoever runs the server from this
-// line.
-func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
-	select {
-	case <-st.Failed():
-		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
-			zap.Error(st.Failure()))
-	case <-ctx.Done():
-	}
 }
 
 // periodicAddrs is where the Periodic frontend listens: the real server's
