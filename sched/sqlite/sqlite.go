@@ -302,7 +302,7 @@ func (s *Store) commit(ops []op) {
 	if err != nil {
 		err = fmt.Errorf("sqlite: write to %s: %w", s.cfg.Path, err)
 	}
-	s.noteWrite(err)
+	s.noteWrite(err, slices.ContainsFunc(ops, func(o op) bool { return o.kind == opPut }))
 	for i := range ops {
 		if ops[i].done != nil {
 			ops[i].done(err)
@@ -311,14 +311,17 @@ func (s *Store) commit(ops []op) {
 }
 
 // noteWrite counts a transaction that failed, and keeps its error as the
-// store's failure until one commits: for /healthz and the metrics. Each
-// transaction stands alone (a failed one changes nothing), so the store
-// takes writes again as soon as the disk does.
-func (s *Store) noteWrite(err error) {
+// store's failure until one that inserted (puts) commits: for /healthz and
+// the metrics. (One that only deletes proves nothing: a full disk takes
+// it.) Each transaction stands alone (a failed one changes nothing), so
+// the store takes writes again as soon as the disk does.
+func (s *Store) noteWrite(err error, puts bool) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	if err != nil {
 		s.writeErrors++
+	} else if !puts {
+		return
 	}
 	if (err == nil) != (s.failure == nil) {
 		s.failure = err

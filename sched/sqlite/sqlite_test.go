@@ -303,6 +303,12 @@ func TestFullDiskShows(t *testing.T) {
 	if st := s.Stats(); st.Failure == nil || st.WriteErrors != 1 {
 		t.Fatalf("stats once full: %+v", st)
 	}
+	// A delete commits on a full disk, and proves nothing.
+	s.Delete(1)
+	flush(t, s)
+	if st := s.Stats(); st.Failure == nil {
+		t.Fatalf("stats after a delete committed on a full disk: %+v", st)
+	}
 	changed = s.Watch()
 	if _, err := s.conn.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
 		t.Fatal(err)
