@@ -233,6 +233,7 @@ func (s *Store) reopen() error {
 func (s *Store) resync(in *incarnation) error {
 	b := in.db.NewBatch()
 	var err error
+	failedCommit := false
 	// flush commits what b holds, without a sync but the last; the last
 	// closes it. On an error, b stays with guard's goroutine (see write1).
 	flush := func(sync bool) error {
@@ -249,6 +250,7 @@ func (s *Store) resync(in *incarnation) error {
 			}
 			return err
 		}); err != nil {
+			failedCommit = true
 			return err
 		}
 		s.batches.Add(1)
@@ -298,10 +300,13 @@ func (s *Store) resync(in *incarnation) error {
 			}
 		})
 	}
-	if err == nil {
-		err = flush(true)
-	}
 	if err != nil {
+		if !failedCommit {
+			b.Close() // a read failed: b is still ours
+		}
+		return err
+	}
+	if err = flush(true); err != nil {
 		return err
 	}
 	s.markSynced(in, s.seq, s.keys.Len())

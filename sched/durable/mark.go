@@ -50,7 +50,7 @@ import (
 const (
 	markName  = "switchyard.mark"
 	markSlot  = 512 // each slot in a sector of its own
-	markBody  = 56  // the bytes a slot's checksum covers
+	markBody  = 64  // the bytes a slot's checksum covers
 	markMagic = "SYMK"
 	markV1    = 1
 )
@@ -71,26 +71,29 @@ type mark struct {
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
-func (m mark) encode(b *[markSlot]byte) {
+// encode writes m to a slot, as the gen'th write of the mark: the slot
+// read back is the valid one written last (a MANIFEST's sync rewrites the
+// mark with the same seq).
+func (m mark) encode(b *[markSlot]byte, gen uint64) {
 	clear(b[:])
 	copy(b[:4], markMagic)
 	b[4] = markV1
-	for i, v := range []uint64{m.seq, m.jobs, m.walNum, m.walSynced, m.manNum, m.manSynced} {
+	for i, v := range []uint64{gen, m.seq, m.jobs, m.walNum, m.walSynced, m.manNum, m.manSynced} {
 		binary.BigEndian.PutUint64(b[8+8*i:], v)
 	}
 	binary.BigEndian.PutUint32(b[markBody:], crc32.Checksum(b[:markBody], crc32c))
 }
 
-func decodeMark(b []byte) (mark, bool) {
+func decodeMark(b []byte) (m mark, gen uint64, ok bool) {
 	if len(b) < markBody+4 || string(b[:4]) != markMagic || b[4] != markV1 ||
 		binary.BigEndian.Uint32(b[markBody:]) != crc32.Checksum(b[:markBody], crc32c) {
-		return mark{}, false
+		return mark{}, 0, false
 	}
-	var v [6]uint64
+	var v [7]uint64
 	for i := range v {
 		v[i] = binary.BigEndian.Uint64(b[8+8*i:])
 	}
-	return mark{seq: v[0], jobs: v[1], walNum: v[2], walSynced: v[3], manNum: v[4], manSynced: v[5]}, true
+	return mark{seq: v[1], jobs: v[2], walNum: v[3], walSynced: v[4], manNum: v[5], manSynced: v[6]}, v[0], true
 }
 
 // errMarkDamaged: the mark file is there, and neither slot reads.
@@ -111,19 +114,21 @@ func readMark(fsys vfs.FS, dir string) (m mark, found bool, err error) {
 	if err != nil && err != io.EOF {
 		return mark{}, true, err
 	}
-	ok := false
-	for slot := 0; slot < 2; slot++ {
-		if (slot+1)*markSlot > n {
-			break
-		}
-		if v, good := decodeMark(buf[slot*markSlot : (slot+1)*markSlot]); good && (!ok || v.seq > m.seq) {
-			m, ok = v, true
-		}
-	}
+	m, _, ok := readSlots(buf[:n])
 	if !ok {
 		return mark{}, true, errMarkDamaged
 	}
 	return m, true, nil
+}
+
+// readSlots is the valid slot written last in b, and its write's number.
+func readSlots(b []byte) (m mark, gen uint64, ok bool) {
+	for slot := 0; slot < 2 && (slot+1)*markSlot <= len(b); slot++ {
+		if v, g, good := decodeMark(b[slot*markSlot : (slot+1)*markSlot]); good && (!ok || g > gen) {
+			m, gen, ok = v, g, true
+		}
+	}
+	return m, gen, ok
 }
 
 // markFile writes the mark. Its writes come from the goroutine that
@@ -134,8 +139,21 @@ type markFile struct {
 	f    vfs.File
 	mem  []byte // the file, mapped shared; nil: written with WriteAt
 	last mark
-	slot int
+	gen  uint64 // writes made: the number of the last
+	slot int    // the slot written last
 	buf  [markSlot]byte
+}
+
+// write writes m to the slot not written last.
+func (mf *markFile) write(m mark) error {
+	mf.gen++
+	mf.slot ^= 1
+	m.encode(&mf.buf, mf.gen)
+	if err := mf.put(mf.slot); err != nil {
+		return fmt.Errorf("write %s: %w", markName, err)
+	}
+	mf.last = m
+	return nil
 }
 
 // mapMark maps the mark file, both slots, if its file system gives a
@@ -169,8 +187,8 @@ func createMark(fsys vfs.FS, dir string, m mark) (*markFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	mf := &markFile{f: f, last: m}
-	m.encode(&mf.buf)
+	mf := &markFile{f: f, last: m, gen: 1}
+	m.encode(&mf.buf, mf.gen)
 	for slot := range 2 {
 		if _, err := f.WriteAt(mf.buf[:], int64(slot*markSlot)); err != nil {
 			f.Close()
@@ -199,25 +217,37 @@ func openMark(fsys vfs.FS, dir string, m mark) (*markFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	var buf [2 * markSlot]byte
+	n, _ := f.ReadAt(buf[:], 0)
 	mf := &markFile{f: f, last: m}
+	var ok bool
+	if _, mf.gen, ok = readSlots(buf[:n]); ok { // the next write goes to the other slot
+		for slot := range 2 {
+			if _, g, good := decodeMark(buf[slot*markSlot : min(n, (slot+1)*markSlot)]); good && g == mf.gen {
+				mf.slot = slot
+			}
+		}
+	}
 	mf.mapMark()
 	return mf, nil
 }
 
-// advance records m if it goes further than the mark does.
+// advance records m if it goes further than the mark does. Where m
+// says the log or the MANIFEST stood, read before the lock, is kept only
+// if it is no older than what the mark says.
 func (mf *markFile) advance(m mark) error {
 	mf.mu.Lock()
 	defer mf.mu.Unlock()
 	if m.seq <= mf.last.seq {
 		return nil
 	}
-	mf.slot ^= 1
-	m.encode(&mf.buf)
-	if err := mf.put(mf.slot); err != nil {
-		return fmt.Errorf("write %s: %w", markName, err)
+	if l := mf.last; m.walNum < l.walNum || m.walNum == l.walNum && m.walSynced < l.walSynced {
+		m.walNum, m.walSynced = l.walNum, l.walSynced
 	}
-	mf.last = m
-	return nil
+	if l := mf.last; m.manNum < l.manNum || m.manNum == l.manNum && m.manSynced < l.manSynced {
+		m.manNum, m.manSynced = l.manNum, l.manSynced
+	}
+	return mf.write(m)
 }
 
 // refresh rewrites the mark with where the log and the MANIFEST stand
@@ -226,17 +256,11 @@ func (mf *markFile) refresh(man syncedTo) error {
 	mf.mu.Lock()
 	defer mf.mu.Unlock()
 	m := mf.last
-	if m.manNum == man.num && m.manSynced == man.synced {
+	if man.num < m.manNum || man.num == m.manNum && man.synced <= m.manSynced {
 		return nil
 	}
 	m.manNum, m.manSynced = man.num, man.synced
-	mf.slot ^= 1
-	m.encode(&mf.buf)
-	if err := mf.put(mf.slot); err != nil {
-		return fmt.Errorf("write %s: %w", markName, err)
-	}
-	mf.last = m
-	return nil
+	return mf.write(m)
 }
 
 // get is the mark as last written.

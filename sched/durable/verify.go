@@ -308,7 +308,7 @@ func readRecords(s *Store, path string, logNum uint64) (end int64, why string) {
 		switch {
 		case err == nil:
 		case err == io.EOF:
-			return end, ""
+			return end + eofTrailer(f, end, logNum), ""
 		case errors.Is(err, record.ErrZeroedChunk):
 			return end, "zeros"
 		case errors.Is(err, record.ErrInvalidChunk):
@@ -319,6 +319,27 @@ func readRecords(s *Store, path string, logNum uint64) (end int64, why string) {
 			return end, err.Error()
 		}
 	}
+}
+
+// eofTrailer is the length of the EOF trailer at off in a log (logNum;
+// 0: a MANIFEST, which has none), or 0: Pebble ends a log it closes (at a
+// rotation, at Close) with an empty chunk's header naming the next log,
+// which its reader takes for the end, and which the log's synced length
+// counts.
+func eofTrailer(f io.ReaderAt, off int64, logNum uint64) int64 {
+	const size = 11 // a recyclable chunk's header
+	var h [size]byte
+	if logNum == 0 {
+		return 0
+	}
+	if n, _ := f.ReadAt(h[:], off); n < size {
+		return 0
+	}
+	if binary.LittleEndian.Uint32(h[0:4]) != 0 || binary.LittleEndian.Uint16(h[4:6]) != 0 || h[6] != 5 ||
+		binary.LittleEndian.Uint32(h[7:11]) != uint32(logNum+1) {
+		return 0
+	}
+	return size
 }
 
 func readAll(s *Store, path string) ([]byte, error) {

@@ -135,9 +135,14 @@ func (l *logSyncs) where() (wal, man syncedTo) {
 	return l.wal, l.man
 }
 
+// synced records that file num is synced up to n bytes, unless a newer
+// file is recorded: Pebble closes a log (and syncs it, its EOF trailer
+// written) after the next one has taken over.
 func (l *logSyncs) synced(to *syncedTo, num uint64, n int64) {
 	l.mu.Lock()
-	*to = syncedTo{num, uint64(n)}
+	if num >= to.num {
+		*to = syncedTo{num, uint64(n)}
+	}
 	l.mu.Unlock()
 }
 
