@@ -72,6 +72,7 @@ fuzz:
 	$(GO) test ./engine/gearhttp -run '^$$' -fuzz FuzzServer -fuzztime 30000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
+	$(GO) test ./sched/durable -run '^$$' -fuzz '^FuzzMark$$' -fuzztime 1200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-*, controller* and
