@@ -159,6 +159,7 @@ fuzz:
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 2000000x
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeLog$$' -fuzztime 2000000x
+	$(GO) test ./sched/durable -run '^$$' -fuzz '^FuzzMark$$' -fuzztime 1200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-*, controller* and

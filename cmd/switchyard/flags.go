@@ -138,6 +138,7 @@ type options struct {
 	StoreOnShutdown   bool          // --store-queue-on-shutdown: -q libsqlite3 writes its table only at shutdown
 	DataDir           string        // --data-dir (ours): where the durable queue lives; "" = defaultDataDir/PORT
 	Fsync             string        // --fsync (ours): always, batch or never
+	Recover           bool          // --recover (ours): open a damaged durable queue with what can be read
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
 	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
 	MaxPacket         int64         // --max-packet (ours), default 64 MiB
@@ -294,6 +295,9 @@ var optTable = []*optDef{
 	{long: "fsync", value: true, dflt: defaultFsync, group: gGeneral,
 		help: "When the durable queue forces writes to disk: 'batch' (one fsync for every job that arrived meanwhile, before they are acknowledged), 'always' (one fsync per job) or 'never' (the kernel decides; a machine crash may lose acknowledged jobs). switchyard only.",
 		set:  setFsync},
+	{long: "recover", group: gGeneral,
+		help: "Start on a damaged durable queue with the jobs that can be read, where switchyard would refuse to start and name the damaged file; the log says how many jobs could not be read. For one start: without it the next start checks the queue again. switchyard only.",
+		set:  setBool(func(o *options) *bool { return &o.Recover })},
 	{long: "queue-type", short: 'q', value: true, dflt: defaultQueueType, group: gGeneral,
 		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart), 'builtin' (memory only, as gearmand's builtin) or 'libsqlite3' (gearmand's SQLite queue: the same file and table, see --libsqlite3-db).",
 		set:  setString(func(o *options) *string { return &o.QueueType })},
@@ -1123,6 +1127,9 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 		o.QueueType = q
 	default:
 		return nil, usagef("unknown queue type '%s': use durable, builtin or libsqlite3", o.QueueType)
+	}
+	if o.Recover && o.QueueType != "durable" {
+		s.warnf("ignoring --recover: only the durable queue (-q durable) checks itself at start")
 	}
 	if !s.portSet {
 		if env := getenv("GEARMAND_PORT"); env != "" {

@@ -166,8 +166,11 @@ func (s *server) start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.defer_(cancel)
-	if st, ok := scfg.Store.(*durable.Store); ok {
+	switch st := scfg.Store.(type) {
+	case *durable.Store:
 		go watchStore(ctx, st, s.log)
+	case *sqlite.Store:
+		go watchSqlite(ctx, st, s.log)
 	}
 	if err := t.replay(); err != nil {
 		return err
@@ -321,17 +324,14 @@ func (s *server) openQueue(cfg *sched.Config) (func() ops.StoreStats, error) {
 			return nil, err
 		}
 		s.defer_(lock.unlock) // after the store is closed: last
-		st, err := openStore(dir, o.Fsync)
+		st, err := openStore(dir, o.Fsync, o.Recover, s.log)
 		if err != nil {
 			return nil, fmt.Errorf("cannot open the job store: %w", err)
 		}
 		s.defer_(func() { st.Close() })
 		cfg.Store = st
 		notice(s.log, "job store", zap.String("queue", "durable"), zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
-		return func() ops.StoreStats {
-			d := st.Stats()
-			return ops.StoreStats{Bytes: d.DiskBytes, Syncs: d.Syncs, SyncSeconds: d.SyncSeconds, SyncBuckets: d.SyncBuckets}
-		}, nil
+		return durableStats(st), nil
 	case "libsqlite3":
 		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
 			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
@@ -347,34 +347,8 @@ func (s *server) openQueue(cfg *sched.Config) (func() ops.StoreStats, error) {
 		cfg.Store = sq
 		notice(s.log, "job store", zap.String("queue", "libsqlite3"), zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
 			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
-		return func() ops.StoreStats {
-			q := sq.Stats()
-			n, sum, buckets := ops.Cumulative(&q.Commits)
-			return ops.StoreStats{Bytes: q.DiskBytes, Syncs: n, SyncSeconds: sum, SyncBuckets: buckets}
-		}, nil
+		return sqliteStats(sq), nil
 	}
 	notice(s.log, "job store", zap.String("queue", "builtin"))
 	return nil, nil
-}
-
-// openStore opens the durable queue in dir, which exists. A store that
-// exists but cannot be read is an error naming it.
-func openStore(dir, fsync string) (*durable.Store, error) {
-	mode, err := durable.ParseSync(fsync)
-	if err != nil {
-		return nil, err
-	}
-	return durable.Open(dir, mode)
-}
-
-// watchStore logs the job store's failure (a full disk), once: clients
-// learn of it from each refused submit, whoever runs the server from this
-// line.
-func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
-	select {
-	case <-st.Failed():
-		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
-			zap.Error(st.Failure()))
-	case <-ctx.Done():
-	}
 }

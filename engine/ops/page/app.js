@@ -102,6 +102,20 @@ async function refreshOverview() {
   $("version").textContent = "version " + o.version + (o.revision ? " (" + o.revision.slice(0, 12) + ")" : "");
   $("state").textContent = o.state;
   $("state").className = "state " + o.state;
+  // The job store: its state beside the server's, and why it takes no
+  // writes, in full, while it does not.
+  const store = $("store"), failure = $("store-failure");
+  store.hidden = !o.store;
+  if (o.store) {
+    store.textContent = o.store.up ? "store ok" : "store failed";
+    store.className = "state " + (o.store.up ? "ok" : "down");
+    store.title = o.store.failure || "";
+  }
+  failure.hidden = !o.store || o.store.up;
+  failure.textContent = o.store && !o.store.up
+    ? "The job store takes no writes: " + o.store.failure +
+      ". Submits that need it are refused (" + fmtInt(o.refused.store || 0) + " so far); it retries by itself."
+    : "";
   $("uptime").textContent = fmtUptime(o.uptime);
   $("updated").textContent = "updated " + new Date().toLocaleTimeString();
   $("rate-submitted").textContent = fmtRate(o.rates.submitted);
