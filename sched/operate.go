@@ -255,3 +255,17 @@ func (w *Worker) Held(dst []HeldJob) []HeldJob {
 	}
 	return dst
 }
+
+// Idle is how long the worker has held no job: since it let go of its
+// last one, or was made. -1 while it holds one, or without
+// Config.Latency. Safe from any goroutine.
+func (w *Worker) Idle() time.Duration {
+	w.mu.Lock()
+	n := w.nheld
+	w.mu.Unlock()
+	at := w.freeAt.Load()
+	if n > 0 || at == 0 {
+		return -1
+	}
+	return time.Duration(max(w.s.latency()-at, 0))
+}

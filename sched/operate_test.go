@@ -309,3 +309,30 @@ func TestPauseConcurrent(t *testing.T) {
 	}
 	close(stop)
 }
+
+// A worker is idle from its making and from the end of its last job, not
+// while it holds one.
+func TestWorkerIdle(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, Latency: true})
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f"), 0)
+	clk.pass(2 * time.Second)
+	if d := w.Idle(); d != 2*time.Second {
+		t.Fatalf("idle %v after its making, want 2s", d)
+	}
+	id := submit(t, s.NewClient(&recorder{}), "f", "", "", Normal, true)
+	w.Grab()
+	clk.pass(time.Second)
+	if d := w.Idle(); d != -1 {
+		t.Fatalf("idle %v while it holds a job", d)
+	}
+	w.Update(id, &Update{Kind: Complete})
+	clk.pass(3 * time.Second)
+	if d := w.Idle(); d != 3*time.Second {
+		t.Fatalf("idle %v after its job, want 3s", d)
+	}
+	if d := newTest(t, Config{Clock: clk}).NewWorker(&waker{}).Idle(); d != -1 {
+		t.Fatalf("idle %v without Latency", d)
+	}
+}

@@ -252,5 +252,8 @@ func (s *Sched) ranFor(sh *shard, j *Job) {
 	d := time.Duration(now - j.stamp)
 	sh.stats.run.Observe(d)
 	s.observe(j.fn, 1, now, d)
+	if j.worker != nil {
+		j.worker.freeAt.Store(now)
+	}
 	j.stamp = 0
 }

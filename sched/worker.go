@@ -95,11 +95,17 @@ type Worker struct {
 	ended []uint64
 
 	scratch []*Client
+
+	// freeAt is when it last let go of a job, or was made: a latency
+	// reading (Config.Latency), for Idle.
+	freeAt atomic.Int64
 }
 
 // NewWorker registers a worker whose sleeps end with a call to waker.Wake.
 func (s *Sched) NewWorker(waker Waker) *Worker {
-	return &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+	w := &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+	w.freeAt.Store(s.latency())
+	return w
 }
 
 // SetName names the worker (a host, a location) for EndedJob and JobView.
