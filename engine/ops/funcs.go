@@ -3,6 +3,8 @@ package ops
 import (
 	"bufio"
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"switchyard/sched"
@@ -18,6 +20,8 @@ type funcRow struct {
 	work   int
 	events sched.Counts
 	rate   float64 // completions per second lately, for /api/functions
+	paused bool
+	oldest time.Duration // the oldest queued job's wait (FuncStat.OldestWait)
 }
 
 // readFuncs copies the figures of every function that keep accepts (nil:
@@ -37,7 +41,7 @@ func readFuncs(sc *sched.Sched, keep func(*sched.FuncStat) bool) []funcRow {
 				continue
 			}
 			rows = append(rows, funcRow{name: f.Name, queued: f.Queued, total: f.Total(), run: f.Running,
-				work: f.Workers, events: f.Events})
+				work: f.Workers, events: f.Events, paused: f.Paused, oldest: f.OldestWait})
 		}
 	})
 	return rows
@@ -49,6 +53,7 @@ type funcFamily struct {
 	counter    bool
 	byPriority bool // one series per priority, from queued
 	value      func(r *funcRow) uint64
+	fvalue     func(r *funcRow) float64 // instead of value
 }
 
 // funcFamilies are written by hand rather than through client_golang:
@@ -80,15 +85,26 @@ var funcFamilies = []funcFamily{
 		value: func(r *funcRow) uint64 {
 			return r.events[sched.EventFailed] + r.events[sched.EventException]
 		}},
+	{name: "switchyard_function_oldest_job_age_seconds",
+		help:   "How long the job that has waited longest in the function's queue has waited, in seconds (since its submit, due time or requeue); 0 when none waits.",
+		fvalue: func(r *funcRow) float64 { return r.oldest.Seconds() }},
+	{name: "switchyard_function_paused", help: "1 while the function is paused (its jobs queue, no worker is handed one), else 0.",
+		value: func(r *funcRow) uint64 {
+			if r.paused {
+				return 1
+			}
+			return 0
+		}},
 }
 
 var priorityNames = [3]string{"high", "normal", "low"}
 
 // writeFuncFamilies writes the per-function families in Prometheus's text
-// format.
-func writeFuncFamilies(w *bufio.Writer, rows []funcRow) {
-	var num [20]byte
-	line := func(fam, label, prio string, v uint64) {
+// format, or OpenMetrics's (om: a counter's family is named without its
+// _total).
+func writeFuncFamilies(w *bufio.Writer, rows []funcRow, om bool) {
+	var num [32]byte
+	line := func(fam, label, prio string, v uint64, fv func(*funcRow) float64, r *funcRow) {
 		w.WriteString(fam)
 		w.WriteString(`{function="`)
 		w.WriteString(label)
@@ -97,7 +113,11 @@ func writeFuncFamilies(w *bufio.Writer, rows []funcRow) {
 			w.WriteString(prio)
 		}
 		w.WriteString(`"} `)
-		w.Write(strconv.AppendUint(num[:0], v, 10))
+		if fv != nil {
+			w.Write(strconv.AppendFloat(num[:0], fv(r), 'g', -1, 64))
+		} else {
+			w.Write(strconv.AppendUint(num[:0], v, 10))
+		}
 		w.WriteByte('\n')
 	}
 	for i := range rows {
@@ -113,16 +133,23 @@ func writeFuncFamilies(w *bufio.Writer, rows []funcRow) {
 		if f.counter {
 			typ = "counter"
 		}
-		w.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + typ + "\n")
+		family := f.name
+		if om && f.counter {
+			family = strings.TrimSuffix(family, "_total")
+		}
+		w.WriteString("# HELP " + family + " " + f.help + "\n# TYPE " + family + " " + typ + "\n")
 		for i := range rows {
 			r := &rows[i]
-			if f.byPriority {
+			switch {
+			case f.byPriority:
 				for p, q := range r.queued {
-					line(f.name, r.label, priorityNames[p], uint64(q))
+					line(f.name, r.label, priorityNames[p], uint64(q), nil, r)
 				}
-				continue
+			case f.fvalue != nil:
+				line(f.name, r.label, "", 0, f.fvalue, r)
+			default:
+				line(f.name, r.label, "", f.value(r), nil, r)
 			}
-			line(f.name, r.label, "", f.value(r))
 		}
 	}
 }
