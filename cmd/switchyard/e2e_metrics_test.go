@@ -95,13 +95,13 @@ func TestE2EMetrics(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"switchyard_jobs_submitted_total", []string{"protocol=gearman"}, 6},
-		{"switchyard_jobs_completed_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_failed_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_exception_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_retried_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_timed_out_total", []string{"protocol=gearman"}, 0},
-		{"switchyard_jobs_submitted_total", []string{"protocol=periodic"}, 0},
+		{"switchyard_jobs_submitted_total", []string{"protocol=gearman", "origin=submitted"}, 6},
+		{"switchyard_jobs_completed_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_failed_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_exception_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_retried_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_timed_out_total", []string{"protocol=gearman", "origin=submitted"}, 0},
+		{"switchyard_jobs_submitted_total", []string{"protocol=periodic", "origin=submitted"}, 0},
 		{"gearman_jobs", []string{"function=resize"}, 2},
 		{"gearman_jobs_running", []string{"function=resize"}, 1},
 		{"gearman_jobs_waiting", []string{"function=resize"}, 1},
@@ -165,7 +165,7 @@ func TestE2EMetricsStore(t *testing.T) {
 	if v, _ := got.Value("switchyard_store_sync_seconds"); v < 1 {
 		t.Errorf("switchyard_store_sync_seconds counts %v syncs", v)
 	}
-	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 10 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman", "origin=submitted"); v != 10 {
 		t.Errorf("%v submitted", v)
 	}
 }
@@ -289,10 +289,10 @@ func TestE2EMetricsHTTP(t *testing.T) {
 		n, _ := got.Value("switchyard_connections", "protocol=http")
 		return n == 1, fmt.Sprint(n)
 	})
-	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=http"); v != 2 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=http", "origin=submitted"); v != 2 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=http} = %v, want 2", v)
 	}
-	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 0 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman", "origin=submitted"); v != 0 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=gearman} = %v, want 0", v)
 	}
 }

@@ -307,7 +307,7 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 		return err
 	}
 	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log,
-		Restored: isRestored, Token: token, Failures: s.o.FailuresKept,
+		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
 		Collectors: []prometheus.Collector{s.budget.Collector()}})
 	if err := srv.Start(addr); err != nil {
 		if explicit {

@@ -328,7 +328,7 @@ func (s *server) nodeOps(t *term) *ops.Server {
 	n := s.node
 	token, _ := readOpsToken(s.o.OpsTokenFile) // checked at start
 	cfg := ops.Config{Version: version, Revision: readBuild().Revision, Protocol: source.Name, Log: s.log,
-		Restored: isRestored, Token: token, Failures: s.o.FailuresKept,
+		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
 		Collectors: []prometheus.Collector{n.Collector(), s.budget.Collector()},
 		Health:     func() error { return nodeHealth(n) },
 		Cluster:    nodeAPI{n},

@@ -60,12 +60,12 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if crossSite(r) {
-		log.Warn("ops action refused: cross-origin", zap.String("origin", r.Header.Get("Origin")))
+		log.Log(s.cfg.ActionLevel, "ops action refused: cross-origin", zap.String("origin", r.Header.Get("Origin")))
 		fail(http.StatusForbidden, "cross-origin request")
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), s.cfg.Token) != 1 {
-		log.Warn("ops action refused: wrong or missing token")
+		log.Log(s.cfg.ActionLevel, "ops action refused: wrong or missing token")
 		fail(http.StatusUnauthorized, "wrong or missing token ("+TokenHeader+")")
 		return
 	}
@@ -105,18 +105,18 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, sched.ErrNoFunction), errors.Is(err, sched.ErrNotFound):
-		log.Info("ops action: nothing to act on", zap.Error(err))
+		log.Log(s.cfg.ActionLevel, "ops action: nothing to act on", zap.Error(err))
 		fail(http.StatusNotFound, err.Error())
 		return
 	case err != nil:
-		log.Info("ops action refused", zap.Error(err))
+		log.Log(s.cfg.ActionLevel, "ops action refused", zap.Error(err))
 		fail(http.StatusBadRequest, err.Error())
 		return
 	}
 	if resp.Dropped != nil {
 		log = log.With(zap.Int("dropped", *resp.Dropped))
 	}
-	log.Info("ops action")
+	log.Log(s.cfg.ActionLevel, "ops action")
 	writeJSON(w, &resp)
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"switchyard/engine/workerline"
 	"switchyard/sched"
@@ -58,6 +59,9 @@ type Config struct {
 	// Token, when set, turns the actions on (POST /api/actions/...):
 	// each must carry it (see TokenHeader).
 	Token []byte
+	// ActionLevel is the level each action is logged at (Info unless
+	// said): an operator's change to the running server.
+	ActionLevel zapcore.Level
 	// Failures is how many failures the scheduler keeps per function
 	// (sched.Config.Failures), for the page.
 	Failures int
