@@ -7,8 +7,11 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +297,54 @@ func TestE2EMetricsHTTP(t *testing.T) {
 	}
 	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman", "origin=submitted"); v != 0 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=gearman} = %v, want 0", v)
+	}
+}
+
+// The README's Metrics section names every family a server with a job
+// store serves (but the Go client's process_* and go_*), each with its
+// labels.
+func TestE2EMetricsDocumented(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand has no metrics")
+	}
+	srv, maddr := startMetrics(t)
+	c := dialGear(t, srv.addr, "client")
+	c.submit(pSubmitJobBg, "documented", "", "x") // a function, for the per-function families
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Metrics\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]string{} // name: its labels, sorted, comma-separated
+	for _, m := range regexp.MustCompile("`([a-z_]+)(?:\\{([a-z_,]+)\\})?` \\| (?:gauge|counter|histogram)").FindAllStringSubmatch(section, -1) {
+		labels := strings.Split(m[2], ",")
+		slices.Sort(labels)
+		documented[m[1]] = strings.Trim(strings.Join(labels, ","), ",")
+	}
+	if len(documented) < 30 {
+		t.Fatalf("the README's Metrics tables list only %d families: %v", len(documented), documented)
+	}
+	fams := scrape(t, maddr)
+	for name, fam := range fams {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			continue
+		}
+		var labels []string
+		for _, m := range fam.Metric {
+			for _, l := range m.Label {
+				if !slices.Contains(labels, l.GetName()) {
+					labels = append(labels, l.GetName())
+				}
+			}
+		}
+		slices.Sort(labels)
+		want, ok := documented[name]
+		if !ok {
+			t.Errorf("README's Metrics section does not list %s", name)
+		} else if got := strings.Join(labels, ","); got != want {
+			t.Errorf("%s: served with labels {%s}, the README says {%s}", name, got, want)
+		}
 	}
 }
