@@ -220,11 +220,13 @@ func (s *Store) Dir() string { return s.dir }
 
 // Encode is the value Put writes for r (sched.Store): a copy, so r may
 // change once it returns.
-func (s *Store) Encode(r *sched.Record) []byte { return encode(r) }
+func (s *Store) Encode(r *sched.Record) []byte { return lend(r) }
 
 // Put queues rec, from Encode, as job id's record, and calls done (if not
 // nil) from the writer's goroutine once it is durable as the Sync mode
-// says, or with the error that stopped it (sched.Store).
+// says, or with the error that stopped it (sched.Store). rec is the
+// store's from then on: once written, its memory may hold another record
+// (recycle), so a record is put once.
 func (s *Store) Put(id uint64, rec []byte, done func(error)) {
 	o := op{kind: opPut, val: rec, done: done}
 	putKey(&o.key, id)
@@ -247,7 +249,7 @@ func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done
 // Save writes r and waits until it is durable: for tools and tests.
 func (s *Store) Save(r *sched.Record) error {
 	ch := make(chan error, 1)
-	s.Put(r.ID, encode(r), func(err error) { ch <- err })
+	s.Put(r.ID, lend(r), func(err error) { ch <- err })
 	return <-ch
 }
 
@@ -358,6 +360,7 @@ func cancelEnded(ops []op, index map[[keySize]byte]int) int {
 			index[ops[i].key] = i
 		case opDelete:
 			if j, ok := index[ops[i].key]; ok {
+				recycle(ops[j].val)
 				ops[j].kind, ops[j].val = opCancelled, nil
 				delete(index, ops[i].key)
 				n++
@@ -399,7 +402,7 @@ func (s *Store) commit(ops []op) {
 
 // apply commits ops as one Pebble batch.
 func (s *Store) apply(ops []op) error {
-	return s.guard(func() error {
+	err := s.guard(func() error {
 		b, err := s.build(ops)
 		if err != nil {
 			return err
@@ -408,6 +411,10 @@ func (s *Store) apply(ops []op) error {
 		s.batches.Add(1)
 		return b.Commit(pebble.Sync)
 	})
+	if err == nil {
+		recycleAll(ops)
+	}
+	return err
 }
 
 // write1 writes ops as one batch to the log without waiting for its sync
@@ -441,6 +448,7 @@ func (s *Store) write1(ops []op) written {
 		s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
 		return written{ops: ops, err: s.Failure()}
 	}
+	recycleAll(ops)
 	if !sync {
 		s.reuse(b)
 		b = nil
@@ -518,6 +526,19 @@ func (s *Store) build(ops []op) (*pebble.Batch, error) {
 		}
 	}
 	return b, nil
+}
+
+// recycleAll gives back the records of ops, which the batch they went into
+// holds copies of. Only the writer calls it, once the call into Pebble
+// that built the batch has returned: guard may stop waiting for one that
+// hangs, which may still read them.
+func recycleAll(ops []op) {
+	for i := range ops {
+		if ops[i].kind == opPut {
+			recycle(ops[i].val)
+			ops[i].val = nil
+		}
+	}
 }
 
 // done calls the dones of a batch's records with its outcome.
