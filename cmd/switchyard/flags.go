@@ -162,6 +162,7 @@ type options struct {
 	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
 	OpsTokenFile      string        // --ops-token-file (ours): the file holding the token the operator actions need; "" = actions off
 	FailuresKept      int           // --failures-kept (ours): each function's latest failures kept for the status page; default 20
+	FuncHistograms    bool          // --metrics-function-histograms (ours): per-function queue wait and run time histograms in /metrics
 	NodeID            string        // --node-id (ours): this node's name in a cluster; "" = a single server
 	ClusterListen     string        // --cluster-listen (ours): HOST:PORT of the Raft transport
 	ClusterPeers      string        // --cluster-peers (ours): NAME@HOST:PORT,... to bootstrap a new cluster
@@ -438,6 +439,9 @@ var optTable = []*optDef{
 	{long: "ops-token-file", value: true, group: gMetrics,
 		help: "Turn on the operator actions (pause, resume, drop a function's waiting jobs, cancel a job) on the status page and POST /api/actions/, with the token this file holds (surrounding white space ignored): each action must carry it. Off without it.",
 		set:  setString(func(o *options) *string { return &o.OpsTokenFile })},
+	{long: "metrics-function-histograms", group: gMetrics,
+		help: "Serve each function's queue wait and run time histograms (switchyard_function_queue_wait_seconds, switchyard_function_run_seconds): 48 series per function that has had a job taken, so 480,000 for 10,000 functions; off, the status page still shows each function's recent percentiles.",
+		set:  setBool(func(o *options) *bool { return &o.FuncHistograms })},
 	{long: "failures-kept", value: true, dflt: "20", group: gMetrics,
 		help: "How many of each function's latest failures (a worker's fail or exception, retries used up, a queue timeout) are kept, with their error text, for the status page and /api/failures; 0 keeps none.",
 		set:  setInt(func(o *options) *int { return &o.FailuresKept }, 0, 10000)},

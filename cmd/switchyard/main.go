@@ -208,7 +208,7 @@ func (s *server) schedConfig() sched.Config {
 	return sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
 		FunctionTTL: o.FunctionTTL,
 		Latency:     o.MetricsListen != "off", // the histograms are only read there
-		Failures:    o.FailuresKept}
+		Failures:    o.FailuresKept, FuncHistograms: o.FuncHistograms}
 }
 
 // ready is the end of the start, once the ports are open: the user of
@@ -308,7 +308,7 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 	}
 	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log,
 		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
-		Collectors: []prometheus.Collector{s.budget.Collector()}})
+		FuncHistograms: s.o.FuncHistograms, Collectors: []prometheus.Collector{s.budget.Collector()}})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
 			return fmt.Errorf("metrics: %w", err)

@@ -329,6 +329,7 @@ func (s *server) nodeOps(t *term) *ops.Server {
 	token, _ := readOpsToken(s.o.OpsTokenFile) // checked at start
 	cfg := ops.Config{Version: version, Revision: readBuild().Revision, Protocol: source.Name, Log: s.log,
 		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
+		FuncHistograms: s.o.FuncHistograms,
 		Collectors: []prometheus.Collector{n.Collector(), s.budget.Collector()},
 		Health:     func() error { return nodeHealth(n) },
 		Cluster:    nodeAPI{n},

@@ -200,3 +200,61 @@ func labelValue(name string) string {
 	}
 	return string(b)
 }
+
+// funcHistograms are the per-function latency families
+// (--metrics-function-histograms): each a histogram of 24 series (22
+// buckets, the sum and the count) per function that has had a job taken.
+var funcHistograms = [2]struct{ name, help string }{
+	{"switchyard_function_queue_wait_seconds", "How long the function's jobs waited in its queue before a worker took them, each attempt, since the function was made."},
+	{"switchyard_function_run_seconds", "How long each attempt at the function's jobs lasted, since the function was made."},
+}
+
+// boundLabels are the histograms' le values, as the text format writes them.
+var boundLabels = func() []string {
+	out := make([]string, len(boundSeconds)+1)
+	for i, b := range boundSeconds {
+		out[i] = strconv.FormatFloat(b, 'g', -1, 64)
+	}
+	out[len(boundSeconds)] = "+Inf"
+	return out
+}()
+
+// writeFuncHistograms writes the per-function latency histograms, by
+// hand as the other per-function families are (see funcFamilies), from
+// sched's totals copied a chunk at a time.
+func writeFuncHistograms(w *bufio.Writer, sc *sched.Sched) {
+	var lats []sched.FuncLatency
+	sc.FuncLatencies(func(c []sched.FuncLatency) {
+		for i := range c {
+			if c[i].Wait.Count()+c[i].Run.Count() > 0 {
+				lats = append(lats, c[i])
+			}
+		}
+	})
+	if len(lats) == 0 {
+		return
+	}
+	var num [32]byte
+	for k, fam := range funcHistograms {
+		w.WriteString("# HELP " + fam.name + " " + fam.help + "\n# TYPE " + fam.name + " histogram\n")
+		for i := range lats {
+			h := &lats[i].Wait
+			if k == 1 {
+				h = &lats[i].Run
+			}
+			label := escapeLabel(labelValue(lats[i].Name))
+			var n uint64
+			for b, le := range boundLabels {
+				n += h.Buckets[b]
+				w.WriteString(fam.name + `_bucket{function="` + label + `",le="` + le + `"} `)
+				w.Write(strconv.AppendUint(num[:0], n, 10))
+				w.WriteByte('\n')
+			}
+			w.WriteString(fam.name + `_sum{function="` + label + `"} `)
+			w.Write(strconv.AppendFloat(num[:0], h.Sum, 'g', -1, 64))
+			w.WriteString("\n" + fam.name + `_count{function="` + label + `"} `)
+			w.Write(strconv.AppendUint(num[:0], n, 10))
+			w.WriteByte('\n')
+		}
+	}
+}

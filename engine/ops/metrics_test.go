@@ -219,3 +219,47 @@ func TestMetricsManyFunctions(t *testing.T) {
 		t.Error("bad label")
 	}
 }
+
+// With FuncHistograms each function that has had a job taken has its
+// queue wait and run time histograms; without, none.
+func TestMetricsFuncHistograms(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		sc := sched.New(sched.Config{Tick: -1, Latency: true, FuncHistograms: on})
+		defer sc.Close()
+		srv := startOps(t, Config{Sched: sc, FuncHistograms: on})
+		c := sc.NewClient(nopListener{})
+		w := sc.NewWorker(nopWaker{})
+		w.CanDo([]byte("resize\xff"), 0)
+		for range 3 {
+			c.Submit(&sched.SubmitReq{Func: []byte("resize\xff"), Background: true})
+			j := w.Grab()
+			w.Update(j.ID(), &sched.Update{Kind: sched.Complete})
+		}
+		c.Submit(&sched.SubmitReq{Func: []byte("never-taken"), Background: true})
+		fams := opstest.Scrape(t, "http://"+srv.Addr().String()+"/metrics")
+		for _, name := range []string{"switchyard_function_queue_wait_seconds", "switchyard_function_run_seconds"} {
+			f := fams[name]
+			if !on {
+				if f != nil {
+					t.Errorf("%s served without FuncHistograms", name)
+				}
+				continue
+			}
+			if f == nil || len(f.Metric) != 1 {
+				t.Fatalf("%s: %v", name, f)
+			}
+			m := f.Metric[0]
+			h := m.Histogram
+			if m.Label[0].GetValue() != `resize\xff` || h.GetSampleCount() != 3 || len(h.Bucket) != len(sched.LatencyBounds)+1 {
+				t.Errorf("%s: %v", name, m)
+			}
+			prev := uint64(0)
+			for _, b := range h.Bucket {
+				if b.GetCumulativeCount() < prev {
+					t.Errorf("%s: buckets not cumulative: %v", name, h.Bucket)
+				}
+				prev = b.GetCumulativeCount()
+			}
+		}
+	}
+}

@@ -59,6 +59,10 @@ type Config struct {
 	// Token, when set, turns the actions on (POST /api/actions/...):
 	// each must carry it (see TokenHeader).
 	Token []byte
+	// FuncHistograms serves each function's queue wait and run time
+	// histograms (sched.Config.FuncHistograms must be on for them to
+	// hold anything).
+	FuncHistograms bool
 	// ActionLevel is the level each action is logged at (Info unless
 	// said): an operator's change to the running server.
 	ActionLevel zapcore.Level
@@ -301,6 +305,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeFuncFamilies(bw, rows, om)
+	if s.cfg.FuncHistograms {
+		writeFuncHistograms(bw, s.cfg.Sched)
+	}
 	if c, ok := enc.(expfmt.Closer); ok {
 		c.Close() // OpenMetrics's "# EOF", after every family
 	}
