@@ -330,9 +330,9 @@ func (s *server) nodeOps(t *term) *ops.Server {
 	cfg := ops.Config{Version: version, Revision: readBuild().Revision, Protocol: source.Name, Log: s.log,
 		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
 		FuncHistograms: s.o.FuncHistograms,
-		Collectors: []prometheus.Collector{n.Collector(), s.budget.Collector()},
-		Health:     func() error { return nodeHealth(n) },
-		Cluster:    nodeAPI{n},
+		Collectors:     []prometheus.Collector{n.Collector(), s.budget.Collector()},
+		Health:         func() error { return nodeHealth(n) },
+		Cluster:        nodeAPI{n},
 		Store: func() ops.StoreStats {
 			return ops.StoreStats{Bytes: uint64(n.FSM().Bytes())}
 		}}
