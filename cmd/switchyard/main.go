@@ -302,13 +302,17 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 	if s.term != nil {
 		sc = s.term.sched
 	}
-	token, err := readOpsToken(s.o.OpsTokenFile)
+	o := s.o
+	if o == nil {
+		o = &options{} // a test's server
+	}
+	token, err := readOpsToken(o.OpsTokenFile)
 	if err != nil {
 		return err
 	}
 	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log,
-		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
-		FuncHistograms: s.o.FuncHistograms, Collectors: []prometheus.Collector{s.budget.Collector()}})
+		Restored: isRestored, Token: token, Failures: o.FailuresKept, ActionLevel: noticeLevel,
+		FuncHistograms: o.FuncHistograms, Collectors: []prometheus.Collector{s.budget.Collector()}})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
 			return fmt.Errorf("metrics: %w", err)

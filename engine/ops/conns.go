@@ -99,7 +99,9 @@ func (s *Server) listConns() []connRow {
 		if c.List == nil {
 			continue
 		}
-		for _, w := range c.List() {
+		list := c.List()
+		rows = slices.Grow(rows, len(list))
+		for _, w := range list {
 			if w.Protocol == "" {
 				w.Protocol = c.Protocol
 			}
