@@ -443,8 +443,8 @@ var optTable = []*optDef{
 		help: "Serve each function's queue wait and run time histograms (switchyard_function_queue_wait_seconds, switchyard_function_run_seconds): 48 series per function that has had a job taken, so 480,000 for 10,000 functions; off, the status page still shows each function's recent percentiles.",
 		set:  setBool(func(o *options) *bool { return &o.FuncHistograms })},
 	{long: "failures-kept", value: true, dflt: "20", group: gMetrics,
-		help: "How many of each function's latest failures (a worker's fail or exception, retries used up, a queue timeout) are kept, with their error text, for the status page and /api/failures; 0 keeps none.",
-		set:  setInt(func(o *options) *int { return &o.FailuresKept }, 0, 10000)},
+		help: "How many of each function's latest failures (a worker's fail or exception, retries used up, a queue timeout) are kept, with their error text, for the status page and /api/failures, 1000 at most; 0 keeps none.",
+		set:  setInt(func(o *options) *int { return &o.FailuresKept }, 0, 1000)},
 
 	{long: "node-id", value: true, group: gCluster,
 		help: "Run as a node of a cluster, under this name: the background jobs are kept in a Raft log replicated to the other nodes, and acknowledged once a majority has them on disk. The leader runs the scheduler; every other node relays its clients' connections to it. Needs --cluster-listen.",
