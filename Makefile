@@ -4,16 +4,19 @@ PKGS    := ./...
 # VERSION is the release, read from the one place it is written.
 VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
-.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean
+.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean man install uninstall deb image
 
 all: build
 
 # CGO_ENABLED=0: Pebble, the durable queue, would otherwise compile C
 # (zstd, its block cache's allocator); the server needs no C at all.
-# -buildvcs=auto stamps the git commit into the binary (-V, the metrics)
-# even where GOFLAGS says -buildvcs=false.
+# The git commit is stamped into the binary (-V, the metrics) from git
+# itself: Go's own stamp (-buildvcs) is off where GOFLAGS says so, and in a
+# git worktree, whose .git is a file. "+dirty": git status lists a change.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo +dirty)
+LDFLAGS  := -X main.revision=$(REVISION)
 build:
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN) ./cmd/switchyard
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/switchyard
 
 run: build
 	./$(BIN) --verbose INFO -l stderr
@@ -38,8 +41,87 @@ test: deps vet
 
 vet:
 	$(GO) vet $(PKGS)
+	cd packaging/image && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# man rewrites docs/switchyard.8, the man page, from the option table in
+# cmd/switchyard/flags.go; TestManPage fails while the committed page is
+# stale.
+man:
+	$(GO) test ./cmd/switchyard -count=1 -run '^TestManPage$$' -update
+
+# install puts the binary, the man page, the systemd unit, the logrotate
+# file and the unit's options file (the example configuration) under
+# $(DESTDIR)$(PREFIX), with GNU's directory variables (sbindir, mandir,
+# sysconfdir, ...) to move each. An options or logrotate file that is
+# already there is kept. logrotate reads /etc/logrotate.d only: with the
+# default PREFIX, give sysconfdir=/etc for it to rotate the log.
+PREFIX         ?= /usr/local
+prefix         ?= $(PREFIX)
+exec_prefix    ?= $(prefix)
+sbindir        ?= $(exec_prefix)/sbin
+datarootdir    ?= $(prefix)/share
+mandir         ?= $(datarootdir)/man
+man8dir        ?= $(mandir)/man8
+sysconfdir     ?= $(prefix)/etc
+systemdunitdir ?= $(prefix)/lib/systemd/system
+INSTALL        ?= install
+INSTALL_PROGRAM ?= $(INSTALL) -m 0755
+INSTALL_DATA   ?= $(INSTALL) -m 0644
+
+install: build
+	$(INSTALL) -d $(DESTDIR)$(sbindir) $(DESTDIR)$(man8dir) $(DESTDIR)$(systemdunitdir) \
+	  $(DESTDIR)$(sysconfdir)/default $(DESTDIR)$(sysconfdir)/logrotate.d
+	$(INSTALL_PROGRAM) $(BIN) $(DESTDIR)$(sbindir)/switchyard
+	gzip -9n <docs/switchyard.8 >$(DESTDIR)$(man8dir)/switchyard.8.gz
+	chmod 0644 $(DESTDIR)$(man8dir)/switchyard.8.gz
+	sed -e 's|@sbindir@|$(sbindir)|g' -e 's|@sysconfdir@|$(sysconfdir)|g' packaging/switchyard.service.in \
+	  >$(DESTDIR)$(systemdunitdir)/switchyard.service
+	chmod 0644 $(DESTDIR)$(systemdunitdir)/switchyard.service
+	@for f in default:default/switchyard logrotate:logrotate.d/switchyard; do \
+	  src=packaging/$${f%%:*}; dst=$(DESTDIR)$(sysconfdir)/$${f#*:}; \
+	  if [ -e "$$dst" ]; then echo "kept $$dst (packaging's is $$src)"; \
+	  else echo "$(INSTALL_DATA) $$src $$dst"; $(INSTALL_DATA) $$src $$dst || exit 1; fi; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(sbindir)/switchyard $(DESTDIR)$(man8dir)/switchyard.8.gz \
+	  $(DESTDIR)$(systemdunitdir)/switchyard.service
+	@echo "kept $(DESTDIR)$(sysconfdir)/default/switchyard and $(DESTDIR)$(sysconfdir)/logrotate.d/switchyard"
+
+# deb builds bin/switchyard_$(VERSION)_$(DEB_ARCH).deb with nfpm (run from
+# the module proxy at a fixed version, so that it stays out of go.mod) from
+# the tree make install stages for Debian's paths; packaging/nfpm.yaml
+# says what goes where.
+NFPM     ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+DEB_ARCH ?= $(shell $(GO) env GOARCH)
+DEB      := bin/switchyard_$(VERSION)_$(DEB_ARCH).deb
+
+deb: build
+	rm -rf bin/deb-root $(DEB)
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/bin/deb-root PREFIX=/usr sysconfdir=/etc \
+	  systemdunitdir=/lib/systemd/system
+	VERSION=$(VERSION) DEB_ARCH=$(DEB_ARCH) $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
+	rm -rf bin/deb-root
+
+# image builds bin/switchyard-image.tar, a docker-archive tarball of the
+# container image (podman load, docker load), without a container daemon:
+# packaging/image, a module of its own so that go-containerregistry stays
+# out of go.mod, writes it FROM scratch with bin/switchyard (static, as
+# make build makes it) and the health check program. The labels name the
+# release, the commit (with +dirty for a changed tree) and IMAGE_SOURCE,
+# the repository's URL (git's origin by default; no label if none); the
+# image's time is the commit's, so a commit builds the same image.
+IMAGE         := bin/switchyard-image.tar
+IMAGE_SOURCE  ?= $(shell git remote get-url origin 2>/dev/null)
+IMAGE_CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
+
+image: build
+	cd packaging/image && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../../bin/switchyard-healthcheck ./healthcheck
+	cd packaging/image && $(GO) run . -switchyard ../../$(BIN) -healthcheck ../../bin/switchyard-healthcheck \
+	  -license ../../LICENSE -version $(VERSION) -revision "$(REVISION)" -source "$(IMAGE_SOURCE)" \
+	  -arch $$($(GO) env GOARCH) -created "$(IMAGE_CREATED)" -o ../../$(IMAGE)
 
 # proto regenerates codec/controller/controller.pb.go from controller.proto
 # and codec/dwork/dwork.pb.go from dwork.proto (the go:generate lines in each
@@ -75,6 +157,9 @@ fuzz:
 	$(GO) test ./engine/gearhttp -run '^$$' -fuzz '^FuzzFraming$$' -fuzztime 800000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
+	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 2000000x
+	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeLog$$' -fuzztime 2000000x
+	$(GO) test ./sched/durable -run '^$$' -fuzz '^FuzzMark$$' -fuzztime 1200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-*, controller* and
@@ -99,17 +184,21 @@ bench-deps:
 	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server nats-server
 
 # conformance runs gearmand 1.1.20's own test programs (t/ in a gearmand
-# source tree whose test suite is already built; nothing here builds it)
-# against bin/switchyard, one at a time, and prints a table and
-# "N passed, N failed". CONFORMANCE_TIMEOUT=300 bounds each program (s).
+# source tree whose test suite is already built; nothing here builds it:
+# README, "gearmand's own test suite") against Debian's gearmand
+# (GEARMAND=/usr/sbin/gearmand) and bin/switchyard, program by program,
+# each started as the suite starts it, and prints both servers' counts side
+# by side. CONFORMANCE_TIMEOUT=300 bounds each program on each server (s).
+# Not part of make test or CI: it takes about half an hour.
 GEARMAND_SRC ?=
+GEARMAND ?= /usr/sbin/gearmand
 conformance:
 	@if [ -z "$(GEARMAND_SRC)" ]; then \
 	  echo "make conformance: give the gearmand 1.1.20 tree whose test suite is built: make conformance GEARMAND_SRC=DIR" >&2; \
 	  exit 2; \
 	fi
 	@$(MAKE) --no-print-directory build
-	./.ci/conformance "$(GEARMAND_SRC)" $(BIN)
+	CONFORMANCE_GEARMAND=$(GEARMAND) ./.ci/conformance "$(GEARMAND_SRC)" $(BIN)
 
 clean:
 	rm -rf bin

@@ -263,6 +263,28 @@ func (s *Sched) Find(fn, key []byte) (JobView, bool) {
 	return v, true
 }
 
+// UpdateNamed reports u for the running job named (fn, key) as the worker
+// running it would (Worker.Update): for a protocol whose workers name
+// their jobs, not their ids. ErrNotFound if no such job runs, or if its
+// worker is not one mine (nil: any) accepts; mine runs under a shard lock
+// and must not call the scheduler.
+func (s *Sched) UpdateNamed(fn, key []byte, u *Update, mine func(*Worker) bool) error {
+	sh := s.shardFor(fn)
+	sh.mu.Lock()
+	var j *Job
+	if f := sh.funcs[string(fn)]; f != nil {
+		j = f.uniqueJob(string(key))
+	}
+	if j == nil || j.state != stateRunning || j.worker == nil || mine != nil && !mine(j.worker) {
+		sh.mu.Unlock()
+		return ErrNotFound
+	}
+	w, id := j.worker, j.id
+	sh.mu.Unlock()
+	// The job may end in between: Update then says it is not found.
+	return w.Update(id, u)
+}
+
 // JobView is a job as a dump shows it: everything needed to submit it again.
 type JobView struct {
 	ID         uint64

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -262,5 +263,54 @@ func TestJobViewsChunked(t *testing.T) {
 	})
 	if seen != 10 {
 		t.Fatalf("saw %d jobs", seen)
+	}
+}
+
+// UpdateNamed reports for the worker that runs the named job, if the
+// caller owns that worker; a job not running, or run by another's worker,
+// is not found.
+func TestUpdateNamed(t *testing.T) {
+	s := newTest(t, Config{})
+	rec := &recorder{}
+	c := s.NewClient(rec)
+	mineW, otherW := s.NewWorker(&waker{}), s.NewWorker(&waker{})
+	mineW.SetName("here")
+	mineW.CanDo([]byte("f"), 0)
+	otherW.CanDo([]byte("g"), 0)
+	mine := func(w *Worker) bool { return w.Name() == "here" }
+
+	queued := submit(t, c, "f", "queued", "q", Normal, false)
+	if err := s.UpdateNamed([]byte("f"), []byte("queued"), &Update{Kind: Complete}, mine); err != ErrNotFound {
+		t.Errorf("a queued job: %v, want ErrNotFound", err)
+	}
+	if j := mineW.Grab(); j == nil || j.ID() != queued {
+		t.Fatalf("grab: %v", j)
+	}
+	running := submit(t, c, "g", "theirs", "t", Normal, false)
+	if j := otherW.Grab(); j == nil || j.ID() != running {
+		t.Fatalf("grab: %v", j)
+	}
+	for _, tc := range []struct {
+		fn, key string
+		want    error
+	}{
+		{"g", "theirs", ErrNotFound}, // another's worker runs it
+		{"f", "absent", ErrNotFound},
+		{"nofn", "queued", ErrNotFound},
+		{"f", "queued", nil},
+		{"f", "queued", ErrNotFound}, // ended now
+	} {
+		if err := s.UpdateNamed([]byte(tc.fn), []byte(tc.key), &Update{Kind: Complete, Data: []byte("r")}, mine); err != tc.want {
+			t.Errorf("UpdateNamed(%s, %s) = %v, want %v", tc.fn, tc.key, err, tc.want)
+		}
+	}
+	rec.mu.Lock()
+	got := slices.Clone(rec.got)
+	rec.mu.Unlock()
+	if want := []string{fmt.Sprintf("%d:%d:r", queued, Complete)}; !slices.Equal(got, want) {
+		t.Errorf("the client heard %q, want %q", got, want)
+	}
+	if err := s.UpdateNamed([]byte("g"), []byte("theirs"), &Update{Kind: Complete}, nil); err != nil {
+		t.Errorf("with no owner test: %v", err)
 	}
 }

@@ -91,58 +91,9 @@
 //     counters never walks the jobs.
 //   - Payloads are copied on Submit, except that a frontend may hand over a
 //     buffer of its own (SubmitReq.OwnPayload) and have it back through
-//     Config.Release when the job ends: Gearman reads large packets
-//     straight into such buffers and reuses them.
+//     the release it set for its Source (SetRelease) when the job ends (a frontend that reads large
+//     requests straight into buffers of its own reuses them).
 //
-// # How each protocol maps onto sched
-//
-// Every frontend tags the Clients it makes with its own Source
-// (Client.SetSource), so that Stats counts its jobs apart.
-//
-//   - Gearman: SUBMIT_JOB* -> Client.Submit (BG variants without attaching;
-//     SUBMIT_JOB_EPOCH with When); CAN_DO/CAN_DO_TIMEOUT/CANT_DO/
-//     RESET_ABILITIES -> Worker.CanDo/CantDo/Reset; GRAB_JOB* -> Worker.Grab;
-//     PRE_SLEEP -> Worker.Sleep (true means send NOOP now; false,
-//     Worker.ClearTimeouts as gearmand drops a sleeping worker's job
-//     timeout), Waker.Wake -> NOOP; WORK_* -> Worker.Update;
-//     GET_STATUS(_UNIQUE) -> Sched.Status/StatusUnique; admin -> Sched.Funcs,
-//     Jobs, Cancel, CreateFunc, DropFunc, SetMaxQueue.
-//   - gearmand's HTTP protocol: a request -> NewClient and Submit, as
-//     Gearman's SUBMIT_JOB (unique "-" by default, so CoalesceOnPayload); a
-//     background one with Stored, answered once stored; a foreground one
-//     with the request as Listener: Data is gathered, the first other
-//     update answers it, and Client.Close detaches it when the client
-//     leaves or waits too long.
-//   - Periodic: SUBMIT_JOB and LOAD -> Submit with Background, RetryForever,
-//     Replace, Unique = name, When = sched_at, Timeout, Counter; GRAB_JOB
-//     parks: the frontend calls Sleep and, on Wake, GrabAttempt (the
-//     Attempt gives the JSON's sched_at, counter and run_at); WORK_DONE ->
-//     Update(Complete); WORK_FAIL -> Update(Fail), which requeues;
-//     SCHED_LATER -> Worker.Requeue with Delay and Step; REMOVE_JOB ->
-//     Sched.Remove; DROP_FUNC -> Sched.Purge; STATUS -> FuncsChunked; DUMP
-//     -> JobViewsChunked.
-//   - Worker-Controller: REGISTER -> NewWorker and CanDo; every pulse ->
-//     Worker.ExpectWithin(next_pulse), whose lapse (Expirer) removes the
-//     worker; a pulse's task_id is checked against Worker.Holding. The
-//     controller pushes: a free worker sleeps (Sleep), and Wake means
-//     "grab and push now". BUSY -> Requeue with Front; TASK_FAILED ->
-//     Worker.Retry; FETCH's result -> Update(Complete); SHUTDOWN, FAILED
-//     or a dead socket -> Close.
-//   - dwork: Create -> Submit with Background, Unique = Payload = the
-//     task's name, After (its predecessors), Remember and Stored, and again
-//     on an existing name to add some; a worker per location (SetName);
-//     Steal -> Grab, never Sleep; completion -> Find, whose JobView.Worker
-//     names the location holding it, then that worker's Update(Complete);
-//     Lookup -> Find (running), else EndedJob; Exit -> Holding and Requeue
-//     with Front, then Close.
-//   - MemoDB: READY -> NewWorker and CanDo per service; it grabs (GrabAttempt:
-//     the JOB carries the attempt's timeout) or parks like Periodic's
-//     GRAB_JOB: Sleep, and Wake means "grab and reply now". A client's JOB
-//     -> Submit with a Listener, Timeout = the JOB's timeout, QueueTimeout
-//     = --memodb-queue-timeout (its Fail leaves the request unanswered);
-//     every worker message -> Worker.ExpectWithin (a heartbeat while idle,
-//     the job's timeout and a heartbeat while it runs), whose lapse
-//     (Expirer) sends an idle worker HEARTBEAT and forgets one that was
-//     due to answer, its job requeued; RESULT -> Update(Complete); RESULT
-//     with disconnecting, or a lapse -> Close.
+// How each frontend maps its protocol onto these calls is in its own
+// package (engine/*) and in docs/architecture.md.
 package sched

@@ -28,7 +28,7 @@ const (
 // Job is one unit of work. Its id, function, unique, payload and reducer
 // do not change while a worker holds the job (a replace changes a waiting
 // job only), so a frontend may read them without a lock once Grab has
-// handed it the *Job. With Config.Release the payload is valid only until
+// handed it the *Job. With a release set for its submitter (SetRelease) the payload is valid only until
 // the job ends.
 type Job struct {
 	id         uint64
@@ -38,7 +38,7 @@ type Job struct {
 	reducer    *string // nil for most jobs: map/reduce is rare, and 8 bytes fewer keep a Job at 160
 	prio       Priority
 	byPayload  bool     // the payload is the coalescing key (SubmitReq.CoalesceOnPayload)
-	owned      bool     // payload is the frontend's buffer, see Config.Release
+	owned      bool     // payload is the frontend's buffer, see SetRelease
 	background bool     // runs with no listener (a background submit made or joined it)
 	forever    bool     // SubmitReq.RetryForever
 	remember   bool     // SubmitReq.Remember, until its note is made

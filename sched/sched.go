@@ -44,11 +44,6 @@ type Config struct {
 	FunctionTTL time.Duration
 	// Store persists background jobs; nil keeps them in memory only.
 	Store Store
-	// Release, when set, is handed the payload of every job submitted with
-	// OwnPayload once the job has ended and the scheduler no longer refers
-	// to it, so the frontend can reuse the buffer. It runs under a shard
-	// lock and must be quick.
-	Release func(payload []byte)
 	// EndedRetention is how long the note of a job submitted with
 	// SubmitReq.Remember is kept once it ends; 0 = DefaultEndedRetention.
 	// EndedMax bounds the notes kept (0 = DefaultEndedMax); past it the
@@ -87,27 +82,47 @@ type Sched struct {
 	done      sync.WaitGroup
 	workerSeq uint64
 	funcSeq   atomic.Uint64
-	endedKeep time.Duration // Config.EndedRetention
-	endedMax  int           // notes per shard, see Config.EndedMax
-	timed     bool          // Config.Latency
+	endedKeep time.Duration              // Config.EndedRetention
+	endedMax  int                        // notes per shard, see Config.EndedMax
+	timed     bool                       // Config.Latency
+	refused   [NumRefusals]atomic.Uint64 // submits refused, by reason (rare: atomics, no lock)
+	// releases take back the payloads their frontends lent (OwnPayload),
+	// by the submitter's Source: see SetRelease.
+	releases [MaxSources]atomic.Pointer[func([]byte)]
+}
+
+// SetRelease has every payload a client of src lends (SubmitReq.OwnPayload)
+// handed to release once its job has ended and the scheduler no longer
+// refers to it, so that the frontend can reuse the buffer. release runs
+// under a shard lock and must be quick. A frontend sets it for its own
+// Source before its first submit; without it, a lent payload is left to
+// the garbage collector.
+func (s *Sched) SetRelease(src Source, release func(payload []byte)) {
+	s.releases[src].Store(&release)
+}
+
+// giveBack hands a lent payload back to its frontend.
+func (s *Sched) giveBack(src Source, payload []byte) {
+	if f := s.releases[src].Load(); f != nil {
+		(*f)(payload)
+	}
 }
 
 type shard struct {
-	mu      sync.Mutex
-	funcs   map[string]*function
-	jobs    jobTable
-	seq     atomic.Uint64
-	wheel   wheel
-	idx     uint64
-	bits    uint         // shard bits: a job's sequence number is id >> bits
-	release func([]byte) // Config.Release
-	s       *Sched
-	idle    funcList               // functions with nothing in them, oldest first
-	peak    int                    // most functions held since funcs was last rebuilt
-	keyed   map[*function]struct{} // functions whose unique index is not empty
-	ended   endedNotes             // jobs submitted with Remember that ended, see ended.go
-	stats   shardStats             // this shard's share of Stats
-	_       [64]byte               // keep neighbouring shard locks off one cache line
+	mu    sync.Mutex
+	funcs map[string]*function
+	jobs  jobTable
+	seq   atomic.Uint64
+	wheel wheel
+	idx   uint64
+	bits  uint // shard bits: a job's sequence number is id >> bits
+	s     *Sched
+	idle  funcList               // functions with nothing in them, oldest first
+	peak  int                    // most functions held since funcs was last rebuilt
+	keyed map[*function]struct{} // functions whose unique index is not empty
+	ended endedNotes             // jobs submitted with Remember that ended, see ended.go
+	stats shardStats             // this shard's share of Stats
+	_     [64]byte               // keep neighbouring shard locks off one cache line
 }
 
 // New starts a scheduler; Close stops its ticker.
@@ -140,6 +155,9 @@ func New(cfg Config) *Sched {
 	if !s.durable {
 		s.store = memStore{}
 	}
+	if r, ok := s.store.(Resyncer); ok {
+		r.Attach(s)
+	}
 	if s.tick == 0 {
 		s.tick = 10 * time.Millisecond
 	}
@@ -152,7 +170,7 @@ func New(cfg Config) *Sched {
 	}
 	s.endedMax = max(1, s.endedMax/len(s.shards))
 	for i := range s.shards {
-		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, release: cfg.Release, s: s}
+		s.shards[i] = shard{funcs: make(map[string]*function), idx: uint64(i), bits: b, s: s}
 		s.shards[i].wheel.count = s.timers
 	}
 	if s.tick > 0 {
@@ -281,8 +299,8 @@ func (sh *shard) forget(j *Job) {
 		}
 		j.ext.late = nil
 	}
-	if j.owned && sh.release != nil {
-		sh.release(j.payload)
+	if j.owned {
+		sh.s.giveBack(j.src, j.payload)
 		j.payload = nil
 	}
 	sh.settle(j.fn)
@@ -393,12 +411,14 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 			id := sh.ended.fifo[i].note.ID
 			sh.settle(f)
 			sh.mu.Unlock()
+			s.refused[RefusedEnded].Add(1)
 			return id, ErrEnded
 		}
 	}
 	if max := f.maxQueue[r.Priority]; max > 0 && f.total() >= max {
 		sh.settle(f)
 		sh.mu.Unlock()
+		s.refused[RefusedQueueFull].Add(1)
 		return 0, ErrQueueFull
 	}
 	j.fn = f
@@ -419,35 +439,39 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	}
 	var wait chan error
 	if rec != nil {
-		wait = s.put(j.id, rec, r)
+		wait = s.put(j.id, rec, r, true)
 	}
 	sh.mu.Unlock()
 	s.wakeAll(sh, f, &wake, r.Origin)
 	if len(r.After) > 0 {
 		s.link(sh, j.id, r.After)
 	}
-	return j.id, s.await(j.id, wait)
+	return j.id, s.await(j.id, wait, true)
 }
 
 // put queues a job's record, and flush a barrier for a submit that joined
 // a job already stored (its record may still be queued); each arranges
-// the submit's answer, see answer. Caller holds the job's shard lock.
-func (s *Sched) put(id uint64, rec []byte, r *SubmitReq) chan error {
-	done, wait := s.answer(id, r)
+// the submit's answer, see answer. fresh says the submit made the job.
+// Caller holds the job's shard lock.
+func (s *Sched) put(id uint64, rec []byte, r *SubmitReq, fresh bool) chan error {
+	done, wait := s.answer(id, r, fresh)
 	s.store.Put(id, rec, done)
 	return wait
 }
 
 func (s *Sched) flush(id uint64, r *SubmitReq) chan error {
-	done, wait := s.answer(id, r)
+	done, wait := s.answer(id, r, false)
 	s.store.Flush(done)
 	return wait
 }
 
 // answer is the store's done for a submit of job id: it reaches r.Stored
-// (the job withdrawn first if the write failed), or, without Stored, the
-// channel returned, for await.
-func (s *Sched) answer(id uint64, r *SubmitReq) (done func(error), wait chan error) {
+// (a fresh job withdrawn first if the write failed), or, without Stored,
+// the channel returned, for await. A refused submit that joined or
+// replaced a live job leaves that job alone: another submitter may have
+// been told it is stored, and a store that recovers writes it again from
+// what the scheduler holds (see Resyncer).
+func (s *Sched) answer(id uint64, r *SubmitReq, fresh bool) (done func(error), wait chan error) {
 	if r.Stored == nil {
 		wait = make(chan error, 1)
 		return func(err error) { wait <- err }, wait
@@ -456,20 +480,26 @@ func (s *Sched) answer(id uint64, r *SubmitReq) (done func(error), wait chan err
 	stored := r.Stored
 	return func(err error) {
 		if err != nil {
-			s.Cancel(id) // never acknowledged: it must not run
+			s.refused[RefusedStore].Add(1)
+			if fresh {
+				s.Cancel(id) // never acknowledged: it must not run
+			}
 		}
 		stored(id, err)
 	}, nil
 }
 
-// await waits for the store's answer on wait, if any, withdrawing the job
-// when its record did not make it to disk.
-func (s *Sched) await(id uint64, wait chan error) error {
+// await waits for the store's answer on wait, if any, withdrawing a fresh
+// job when its record did not make it to disk (see answer).
+func (s *Sched) await(id uint64, wait chan error, fresh bool) error {
 	if wait == nil {
 		return nil
 	}
 	if err := <-wait; err != nil {
-		s.Cancel(id)
+		s.refused[RefusedStore].Add(1)
+		if fresh {
+			s.Cancel(id)
+		}
 		return err
 	}
 	return nil
@@ -529,7 +559,7 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 			if existing.background && !relink {
 				wait = s.flush(existing.id, r) // its record may still be queued
 			} else {
-				wait = s.put(existing.id, s.encode(existing, existing.fn.name), r)
+				wait = s.put(existing.id, s.encode(existing, existing.fn.name), r, false)
 			}
 		}
 		existing.background = true
@@ -545,7 +575,7 @@ func (s *Sched) join(sh *shard, c *Client, existing *Job, r *SubmitReq) (uint64,
 	if relink {
 		s.link(sh, existing.id, r.After)
 	}
-	return existing.id, s.await(existing.id, wait)
+	return existing.id, s.await(existing.id, wait, false)
 }
 
 // replace gives a waiting job the content of fresh, built for this submit,
@@ -562,8 +592,8 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 	if !blocked {
 		sh.unplace(j)
 	}
-	if j.owned && sh.release != nil {
-		sh.release(j.payload)
+	if j.owned {
+		sh.s.giveBack(j.src, j.payload)
 	}
 	// fresh's payload may lie in fresh's own allocation; j keeps it alive.
 	j.payload, j.owned = fresh.payload, fresh.owned
@@ -585,11 +615,11 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		if rec == nil { // a foreground replace of a stored job
 			rec = s.encode(j, j.fn.name)
 		}
-		wait = s.put(j.id, rec, r)
+		wait = s.put(j.id, rec, r, false)
 	}
 	sh.mu.Unlock()
 	s.wakeAll(sh, j.fn, &wake, r.Origin)
-	return j.id, s.await(j.id, wait)
+	return j.id, s.await(j.id, wait, false)
 }
 
 // buildJob makes the job r describes, its id and function still unset.

@@ -751,8 +751,8 @@ func (c chanListener) Notify(id uint64, u *Update) {
 }
 
 // TestOwnPayloadRelease: a payload submitted with OwnPayload is kept as is,
-// not copied, and handed to Config.Release exactly once, when its job ends
-// however it ends; a copied payload never is.
+// not copied, and handed to its source's release (SetRelease) exactly
+// once, when its job ends however it ends; a copied payload never is.
 func TestOwnPayloadRelease(t *testing.T) {
 	tests := []struct {
 		name string
@@ -786,8 +786,10 @@ func TestOwnPayloadRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var released [][]byte
-			s := newTest(t, Config{JobRetries: 1, Release: func(p []byte) { released = append(released, p) }})
+			s := newTest(t, Config{JobRetries: 1})
+			s.SetRelease(3, func(p []byte) { released = append(released, p) })
 			c := s.NewClient(&recorder{})
+			c.SetSource(3)
 			w := s.NewWorker(&waker{})
 			w.CanDo([]byte("f"), 0)
 			owned := []byte("owned payload")

@@ -112,10 +112,43 @@ func eventOf(k UpdateKind) Event {
 	return EventFailed
 }
 
+// Refusal is why a submit was refused, counted in Stats.Refused.
+type Refusal uint8
+
+const (
+	// RefusedStore: the store could not keep the background job (a full
+	// disk), or was down.
+	RefusedStore Refusal = iota
+	// RefusedQueueFull: the function's queue was at its maximum (the
+	// admin "maxqueue").
+	RefusedQueueFull
+	// RefusedEnded: the submit named a job that has ended (see
+	// SubmitReq.Remember).
+	RefusedEnded
+	// NumRefusals is the number of reasons.
+	NumRefusals
+)
+
+// String is the reason as a metric's label has it.
+func (r Refusal) String() string {
+	switch r {
+	case RefusedStore:
+		return "store"
+	case RefusedQueueFull:
+		return "queue_full"
+	case RefusedEnded:
+		return "ended"
+	}
+	return "unknown"
+}
+
 // Stats is what the scheduler has counted since it started.
 type Stats struct {
 	// Events counts each Event by the Source of the job it happened to.
 	Events [MaxSources]Counts
+	// Refused counts the submits refused, by reason, whatever protocol
+	// they came by.
+	Refused [NumRefusals]uint64
 	// QueueWait is how long jobs waited in their queue before a worker
 	// took them (each attempt's wait: from the submit, the due time, the
 	// release by their predecessors, or the requeue); RunTime how long
@@ -146,6 +179,9 @@ func (s *Sched) Stats(st *Stats) {
 		st.QueueWait.Add(&sh.stats.queueWait)
 		st.RunTime.Add(&sh.stats.run)
 		sh.mu.Unlock()
+	}
+	for r := range s.refused {
+		st.Refused[r] = s.refused[r].Load()
 	}
 }
 

@@ -48,6 +48,65 @@ type Store interface {
 	Load(fn func(r *Record) error) error
 }
 
+// Resyncer is a Store that can lose writes it has answered with an error
+// (a full disk) and later take writes again: the writes it dropped while
+// it was down (deletes of jobs that ended, rewrites) are lost, and a
+// write it refused may be on disk after all. The scheduler hands itself
+// to it in New, and the store makes its records match StoredRecords
+// before it takes writes again.
+type Resyncer interface {
+	Attach(s *Sched)
+}
+
+// StoredRecords hands fn the record of every live background job (what
+// the store must hold), from Store.Encode, a chunk at a time: each chunk
+// is encoded under a short hold of its shard's lock, and fn runs with no
+// lock held. Jobs submitted or changed meanwhile may be seen as they were
+// or as they are; their writes are queued after the call began, so a
+// store that applies what fn gives it before those writes ends up with
+// every job as it is.
+func (s *Sched) StoredRecords(fn func(id uint64, rec []byte)) {
+	if !s.durable {
+		return
+	}
+	type stored struct {
+		id  uint64
+		rec []byte
+	}
+	buf := make([]stored, 0, chunk)
+	size := 0
+	// A step stops at chunk jobs or at chunkBytes of records, whichever
+	// comes first: payloads may be megabytes.
+	add := func(j *Job) bool {
+		if size >= chunkBytes {
+			return false
+		}
+		if j.background {
+			rec := s.encode(j, j.fn.name)
+			buf = append(buf, stored{j.id, rec})
+			size += len(rec)
+		}
+		return true
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		for seq, done := uint64(0), false; !done; {
+			sh.mu.Lock()
+			seq, done = sh.jobs.walkUntil(seq, chunk, add)
+			sh.mu.Unlock()
+			for _, r := range buf {
+				fn(r.id, r.rec)
+			}
+			clear(buf)
+			buf, size = buf[:0], 0
+		}
+	}
+}
+
+// chunkBytes bounds the records StoredRecords encodes under one hold of a
+// shard's lock.
+const chunkBytes = 4 << 20
+
 // memStore is the default: jobs live only in memory. The scheduler never
 // writes to it (see Sched.durable).
 type memStore struct{}

@@ -60,7 +60,12 @@ func (st *testStore) Delete(id uint64) {
 	delete(st.live, id)
 }
 
-func (st *testStore) Flush(done func(error)) { go done(nil) }
+func (st *testStore) Flush(done func(error)) {
+	st.mu.Lock()
+	err := st.fail
+	st.mu.Unlock()
+	go done(err)
+}
 
 func (st *testStore) Load(fn func(*Record) error) error {
 	st.mu.Lock()
@@ -185,5 +190,114 @@ func TestStoredAcknowledgement(t *testing.T) {
 	}
 	if n := s.Len(); n != 2 {
 		t.Fatalf("%d live jobs, want a and fg", n)
+	}
+}
+
+// resyncStore is a testStore that wants the scheduler (Resyncer).
+type resyncStore struct {
+	*testStore
+	attached *Sched
+}
+
+func (st *resyncStore) Attach(s *Sched) { st.attached = s }
+
+// StoredRecords hands out every live background job's record, as Encode
+// makes it now, and nothing else; New attaches a Resyncer.
+func TestStoredRecords(t *testing.T) {
+	st := &resyncStore{testStore: newTestStore()}
+	s := newTest(t, Config{Store: st})
+	if st.attached != s {
+		t.Fatal("New did not attach the store")
+	}
+	c := s.NewClient(&recorder{})
+	want := map[uint64]string{}
+	for i := range 3000 { // more than a chunk
+		u := fmt.Sprint("bg", i)
+		want[submit(t, c, fmt.Sprint("f", i%7), u, "x", Normal, true)] = u
+	}
+	submit(t, c, "f0", "fg", "x", Normal, false)
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("f0"), 0)
+	j := w.Grab()
+	w.Update(j.ID(), &Update{Kind: Complete})
+	delete(want, j.ID())
+	got := map[uint64]string{}
+	s.StoredRecords(func(id uint64, rec []byte) {
+		st.mu.Lock()
+		r := st.encoded[string(rec)]
+		st.mu.Unlock()
+		if _, dup := got[id]; dup {
+			t.Errorf("job %d handed out twice", id)
+		}
+		got[id] = r.Unique
+	})
+	if !maps.Equal(got, want) {
+		t.Fatalf("StoredRecords gave %d jobs, want the %d live background ones", len(got), len(want))
+	}
+}
+
+// Refused submits are counted by reason, whatever the protocol. A submit
+// refused because the store could not keep it withdraws the job only if
+// the submit made it: a job it joined or replaced may have been
+// acknowledged to another client, and stays.
+func TestRefusals(t *testing.T) {
+	st := newTestStore()
+	s := newTest(t, Config{Store: st})
+	c := s.NewClient(&recorder{})
+	refused := func() [NumRefusals]uint64 {
+		var stats Stats
+		s.Stats(&stats)
+		return stats.Refused
+	}
+	joined := submit(t, c, "f", "joined", "x", Normal, true)
+	replaced := submit(t, c, "f", "replaced", "x", Normal, true)
+	s.SetMaxQueue([]byte("f"), [3]int{2, 2, 2})
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("full"), Background: true}); err != ErrQueueFull {
+		t.Fatal(err)
+	}
+	s.SetMaxQueue([]byte("f"), [3]int{})
+	r := &SubmitReq{Func: []byte("r"), Unique: []byte("once"), Remember: true}
+	id, err := c.Submit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.NewWorker(&waker{})
+	w.CanDo([]byte("r"), 0)
+	w.Update(w.Grab().ID(), &Update{Kind: Complete})
+	if got, err := c.Submit(&SubmitReq{Func: []byte("r"), Unique: []byte("once"), Remember: true}); err != ErrEnded || got != id {
+		t.Fatalf("a submit of an ended job: %d %v", got, err)
+	}
+
+	st.mu.Lock()
+	st.fail = errors.New("no space left on device")
+	st.mu.Unlock()
+	stored := make(chan error, 1)
+	fresh, _ := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("fresh"), Background: true,
+		Stored: func(_ uint64, err error) { stored <- err }})
+	if err := <-stored; err == nil {
+		t.Fatal("a submit on a full disk acknowledged")
+	}
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("joined"), Background: true}); err == nil {
+		t.Fatal("a join on a full disk acknowledged")
+	}
+	if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Unique: []byte("replaced"), Payload: []byte("new"), Background: true, Replace: true}); err == nil {
+		t.Fatal("a replace on a full disk acknowledged")
+	}
+	if s.Status(fresh).Known {
+		t.Error("the refused submit's own job is still queued")
+	}
+	for _, id := range []uint64{joined, replaced} {
+		if !s.Status(id).Known {
+			t.Errorf("job %d, which a refused submit joined or replaced, was withdrawn", id)
+		}
+	}
+	want := [NumRefusals]uint64{RefusedStore: 3, RefusedQueueFull: 1, RefusedEnded: 1}
+	if got := refused(); got != want {
+		t.Fatalf("refused %v, want %v", got, want)
+	}
+	for r, name := range map[Refusal]string{RefusedStore: "store", RefusedQueueFull: "queue_full", RefusedEnded: "ended"} {
+		if r.String() != name {
+			t.Errorf("%d names itself %q, want %q", r, r, name)
+		}
 	}
 }

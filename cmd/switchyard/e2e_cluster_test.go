@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -384,6 +385,28 @@ func TestE2EClusterServesThroughFollowers(t *testing.T) {
 		if code, body := healthz(n); code != 200 || body != "ok\n" {
 			t.Errorf("%s /healthz: %d %q", n.id, code, body)
 		}
+	}
+
+	// The status page of a follower shows the cluster: its members, who
+	// leads, and this node. Screenshot kept.
+	bin := requireTool(t, "chromium")
+	shot := filepath.Join(t.ArtifactDir(), "cluster-page.png")
+	dom := chromium(t, bin, "http://"+in.addr("metrics")+"/", shot)
+	if !strings.Contains(dom, `<section id="cluster" data-loaded="1">`) {
+		t.Fatalf("the page shows no cluster:\n%s", tail(dom, 4<<10))
+	}
+	for _, n := range c.nodes {
+		role := "follower"
+		if n == l {
+			role = "leader"
+		}
+		re := regexp.MustCompile(`<tr data-node="` + n.id + `"><td>` + n.id + `[^<]*</td><td>[^<]+</td><td data-col="role">` + role + `</td>`)
+		if !re.MatchString(dom) {
+			t.Errorf("the page does not show %s as %s:\n%s", n.id, role, tail(dom, 4<<10))
+		}
+	}
+	if !strings.Contains(dom, "this node: "+in.id+", follower") {
+		t.Errorf("the page does not say which node it is")
 	}
 }
 

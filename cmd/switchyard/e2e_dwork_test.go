@@ -12,10 +12,12 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"syscall"
@@ -340,4 +342,91 @@ func TestE2EDworkHostKilled(t *testing.T) {
 	h2.steal("h2", 1, "a")
 	h2.want("a done", pyDone("h2", "a"), "OK")
 	h2.steal("h2", 2, "b", "c")
+}
+
+// exit closes the client's stdin, so that it exits as a command-line
+// client does once its request is answered, and waits until it has.
+func (p *pyDwork) exit() {
+	p.t.Helper()
+	p.stdin.Close()
+	for range p.lines {
+	}
+	if err := p.cmd.Wait(); err != nil {
+		p.t.Fatalf("%s: %v\n%s", p.name, err, p.stderr.String())
+	}
+}
+
+// dwork's shell workflow, a process and a connection for each request
+// (dquery steal, then dquery complete): a host steals on one connection,
+// which closes, and completes on another. By default the closing takes
+// the host as exited, so its task is back in the queue and the completion
+// is refused; with --dwork-keep-on-close the host keeps the task, as with
+// dwork's hub, and the completion frees its successor.
+func TestE2EDworkKeepOnClose(t *testing.T) {
+	t.Parallel()
+	pb := requirePyDwork(t)
+	tests := []struct {
+		name string
+		args []string
+		keep bool
+	}{
+		{"default", nil, false},
+		{"--dwork-keep-on-close", []string{"--dwork-keep-on-close"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--dwork-listen", "tcp://127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, tt.args...)
+			srv, others := startServerPorts(t, 3, args...)
+			// Two listeners besides the Gearman port: the listening line
+			// names the metrics one.
+			var maddr string
+			listening := regexp.MustCompile(`\slistening\s+\{.*"metrics": \["([^"]+)"\]`)
+			waitUntil(t, e2eWaitTimeout, "the listening line", func() (bool, string) {
+				out := srv.stderr.String()
+				if m := listening.FindStringSubmatch(out); m != nil {
+					maddr = m[1]
+				}
+				return slices.Contains(others, maddr), out
+			})
+			addr := others[0]
+			if addr == maddr {
+				addr = others[1]
+			}
+
+			setup := startPyDwork(t, pb, addr, "dquery create")
+			setup.want("create", pyCreate([]string{"a"}, []string{"b", "a"}), "OK")
+			setup.exit()
+			steal := startPyDwork(t, pb, addr, "dquery steal")
+			steal.steal("h1", 1, "a")
+			steal.exit()
+			// The server has seen both connections close: the closing of
+			// the one h1 stole on is what takes it as exited, by default.
+			waitUntil(t, e2eWaitTimeout, "no open dwork connection", func() (bool, string) {
+				n, ok := scrape(t, maddr).Value("switchyard_connections", "protocol=dwork")
+				return ok && n == 0, fmt.Sprint(n, ok)
+			})
+			if !tt.keep {
+				waitUntil(t, goneWithin, "h1 gone, a back in the queue", func() (bool, string) {
+					m, raw := adminStatus(t, srv.addr)
+					return m["dwork"] == funcStatus{2, 0, 0}, raw
+				})
+			} else if m, raw := adminStatus(t, srv.addr); m["dwork"] != (funcStatus{2, 1, 1}) {
+				t.Fatalf("h1's connection closed: status\n%swant dwork 2 1 1 (h1 holds a)", raw)
+			}
+
+			complete := startPyDwork(t, pb, addr, "dquery complete")
+			if !tt.keep {
+				r := complete.do(pyDone("h1", "a"))
+				if r.Type != "NotFound" || len(r.Task) != 1 || r.Task[0].Name != "a" {
+					t.Fatalf("completion of a, requeued: %+v, want NotFound listing a", r)
+				}
+				complete.steal("h2", 2, "a") // b waits for a still
+				return
+			}
+			complete.want("a done", pyDone("h1", "a"), "OK")
+			complete.steal("h2", 2, "b")
+			complete.lookup("a", "h1")
+		})
+	}
 }

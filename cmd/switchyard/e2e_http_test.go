@@ -36,6 +36,13 @@ type httpServer struct {
 	proc *serverProc
 	gear string
 	http string
+	// leftovers: the server may hand a worker a job whose client has gone,
+	// made by an earlier request. gearmand does: it drops such a job only
+	// when a worker would take it, and only once it has dealt with the
+	// client's leaving, which its proc thread may do after the job is
+	// queued (a chunked request's job is queued after gearmand has closed
+	// its connection). switchyard drops the job at once: none is handed.
+	leftovers bool
 }
 
 // startHTTPServer starts bin with -r http --http-port 0: two listeners,
@@ -180,13 +187,20 @@ func (s *httpServer) run(t *testing.T, g *gearConn, c httpCase) httpRun {
 		got <- result{a, err}
 	}()
 	var r httpRun
-	if c.fn != "" {
+	for c.fn != "" {
 		job := g.grabJob(e2eWaitTimeout)
 		if job[1] != c.fn {
-			t.Fatalf("%s: %s: the worker got a job of %q, want %q", s.name, c.name, job[1], c.fn)
+			if !s.leftovers {
+				t.Fatalf("%s: %s: the worker got a job of %q, want %q", s.name, c.name, job[1], c.fn)
+			}
+			// An earlier request's, its client gone: worked, unseen.
+			t.Logf("%s: %s: the worker got a job of %q an earlier request left (payload %q); worked, and the next taken", s.name, c.name, job[1], clipBytes([]byte(job[2])))
+			workHTTPJob(g, job[0], job[1], job[2])
+			continue
 		}
 		r.handle, r.payload = job[0], job[2]
 		workHTTPJob(g, job[0], job[1], job[2])
+		break
 	}
 	res := <-got
 	if res.err != nil {
@@ -213,6 +227,7 @@ func startHTTPPair(t *testing.T) *httpPair {
 	p := &httpPair{}
 	// switchyard's own timeout, short enough for a test to see it lapse.
 	p.servers[0] = startHTTPServer(t, debianGearmand)
+	p.servers[0].leftovers = true
 	p.servers[1] = startHTTPServer(t, serverBinary(t), "--http-timeout", "5s")
 	for i, s := range p.servers {
 		g := dialGear(t, s.gear, s.name+" worker")
@@ -511,9 +526,11 @@ func httpDifferences(t *testing.T, p *httpPair) {
 	}
 
 	// What net/http refuses before switchyard sees it: HTTP/1.1 without
-	// Host (400), a version other than 1.x (505).
-	noHost := "POST /echo HTTP/1.1\r\nContent-Length: 1\r\n\r\nh"
-	g = gm.run(t, gw, httpCase{name: "no Host", raw: noHost, fn: "echo"})
+	// Host (400), a version other than 1.x (505). The function is not
+	// echo: gearmand may still hand out the echo job keep-alive left,
+	// which run tells from this request's only by its function.
+	noHost := "POST /fixed HTTP/1.1\r\nContent-Length: 1\r\n\r\nh"
+	g = gm.run(t, gw, httpCase{name: "no Host", raw: noHost, fn: "fixed"})
 	s = sy.run(t, sw, httpCase{name: "no Host", raw: noHost})
 	if g.answer.status != 200 || s.answer.status != http.StatusBadRequest {
 		t.Errorf("HTTP/1.1 without Host: gearmand %v, switchyard %v", g.answer, s.answer)
@@ -527,7 +544,8 @@ func httpDifferences(t *testing.T, p *httpPair) {
 
 	// A chunked body: gearmand submits a job with an empty payload, reads
 	// the chunks as a next request and closes without answering (the job
-	// is then dropped, its client gone); switchyard reads the body.
+	// is left queued, its client gone, and may still reach the worker in
+	// a later case: see httpServer.leftovers); switchyard reads the body.
 	chunked := "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
 	g = gm.run(t, gw, httpCase{name: "chunked", raw: chunked})
 	s = sy.run(t, sw, httpCase{name: "chunked", raw: chunked, fn: "echo"})

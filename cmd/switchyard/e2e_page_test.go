@@ -17,6 +17,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"switchyard/engine/ops/opstest"
 )
 
 // chromium loads url in a headless Chromium and returns the page's DOM
@@ -201,5 +205,45 @@ func TestE2EStatusPage(t *testing.T) {
 	}
 	if !strings.Contains(dom, `data-total="123"`) || !strings.Contains(dom, "51–100 of 123") {
 		t.Errorf("the page's range does not say 51–100 of 123:\n%s", regexp.MustCompile(`<span id="page-range"[^<]*</span>`).FindString(dom))
+	}
+}
+
+// The status page shows the job store's state beside the server's: in red,
+// with the reason and the submits refused, while a full disk (the server's
+// RLIMIT_FSIZE at 0) keeps it from writing, and "store ok" once it writes
+// again.
+func TestE2EStatusPageStoreFailure(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand has no status page")
+	}
+	bin := requireTool(t, "chromium")
+	srv, maddr := startMetrics(t)
+	c := dialGear(t, srv.addr, "client")
+	setFileSizeLimit(t, srv, 0)
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("1000 submits of 8 KiB acknowledged with RLIMIT_FSIZE 0")
+		}
+		c.send(pSubmitJobBg, "full", fmt.Sprint("u", i), strings.Repeat("p", 8<<10))
+		if p := c.recv(10 * time.Second); p.typ != pJobCreated {
+			break
+		}
+	}
+	dom := chromium(t, bin, "http://"+maddr+"/", filepath.Join(t.ArtifactDir(), "store-failed.png"))
+	store := regexp.MustCompile(`<span id="store" class="state down"[^>]*>store failed</span>`)
+	alert := regexp.MustCompile(`<p id="store-failure" class="alert" role="alert">The job store takes no writes: [^<]*file too large[^<]*\(1 so far\)`)
+	if !store.MatchString(dom) || !alert.MatchString(dom) {
+		t.Fatalf("the page with the store down shows neither its state nor why:\n%s", tail(dom, 8<<10))
+	}
+	setFileSizeLimit(t, srv, unix.RLIM_INFINITY)
+	waitUntil(t, 90*time.Second, "/healthz 200 once the store writes again", func() (bool, string) {
+		code, body := opstest.Get(t, "http://"+maddr+"/healthz")
+		return code == 200, fmt.Sprint(code, " ", body)
+	})
+	dom = chromium(t, bin, "http://"+maddr+"/", "")
+	if !regexp.MustCompile(`<span id="store" class="state ok"[^>]*>store ok</span>`).MatchString(dom) ||
+		!regexp.MustCompile(`<p id="store-failure" class="alert" role="alert" hidden=""></p>`).MatchString(dom) {
+		t.Fatalf("the page with the store back:\n%s", tail(dom, 8<<10))
 	}
 }

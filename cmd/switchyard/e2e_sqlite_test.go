@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite"
+
+	"switchyard/engine/ops/opstest"
 )
 
 const (
@@ -184,5 +187,55 @@ func TestE2ESqliteStartup(t *testing.T) {
 			(len(args) == 4 && !strings.Contains(r.String(), bad)) {
 			t.Fatalf("%v: %v", args, r)
 		}
+	}
+}
+
+// A full disk under -q libsqlite3 (the server's RLIMIT_FSIZE at 0): the
+// submits it refuses get ERROR QUEUE_ERROR, /healthz answers 503 with the
+// reason and the metrics count the write errors; once the disk has room,
+// the next submit commits and the server is healthy again.
+func TestE2ESqliteFullDisk(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand has no /healthz")
+	}
+	db := filepath.Join(t.TempDir(), "q.db")
+	srv, maddr := startMetrics(t, "-q", "libsqlite3", "--libsqlite3-db", db)
+	c := dialGear(t, srv.addr, "client")
+	c.submit(pSubmitJobBg, "f", "before", "x")
+	setFileSizeLimit(t, srv, 0)
+	var refused packet
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("1000 submits of 8 KiB acknowledged with RLIMIT_FSIZE 0")
+		}
+		c.send(pSubmitJobBg, "f", fmt.Sprint("full-", i), strings.Repeat("p", 8<<10))
+		if p := c.recv(10 * time.Second); p.typ != pJobCreated {
+			refused = p
+			break
+		}
+	}
+	if a := refused.args(); refused.typ != pError || a[0] != "QUEUE_ERROR" || !strings.Contains(a[1], db) {
+		t.Fatalf("the submit on a full disk answered %v", refused)
+	}
+	if code, body := opstest.Get(t, "http://"+maddr+"/healthz"); code != 503 || !strings.HasPrefix(body, "store failed: ") || !strings.Contains(body, db) {
+		t.Errorf("/healthz on a full disk: %d %q", code, body)
+	}
+	m := scrape(t, maddr)
+	for name, want := range map[string]float64{"switchyard_store_up": 0, "switchyard_store_write_errors_total": 1} {
+		if v, ok := m.Value(name); !ok || v < want || (want == 0 && v != 0) {
+			t.Errorf("%s = %v (there: %v), want %v", name, v, ok, want)
+		}
+	}
+	if v, ok := m.Value("switchyard_submits_refused_total", "reason=store"); !ok || v != 1 {
+		t.Errorf("switchyard_submits_refused_total{reason=store} = %v (there: %v), want 1", v, ok)
+	}
+	setFileSizeLimit(t, srv, unix.RLIM_INFINITY)
+	c.submit(pSubmitJobBg, "f", "after", "x")
+	if code, body := opstest.Get(t, "http://"+maddr+"/healthz"); code != 200 {
+		t.Errorf("/healthz once a write committed again: %d %q", code, body)
+	}
+	if v, ok := scrape(t, maddr).Value("switchyard_store_up"); !ok || v != 1 {
+		t.Errorf("switchyard_store_up once a write committed again: %v", v)
 	}
 }

@@ -57,7 +57,7 @@ const (
 	e2eProcTimeout = 60 * time.Second
 
 	// e2eInstallCmd is what to run when a client is missing.
-	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils curl chromium"
+	e2eInstallCmd = "apt-get install -y gearman-tools gearman-job-server libgearman-dev libgearman-client-perl gcc openssl python3-zmq python3-protobuf protobuf-compiler nng-utils curl chromium groff-base systemd"
 )
 
 var (
@@ -100,8 +100,8 @@ func serverBinary(t *testing.T) string {
 		out := filepath.Join(dir, "switchyard")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		// -buildvcs=auto as make build: the binary knows its commit.
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-buildvcs=auto", "-o", out, "switchyard/cmd/switchyard")
+		// The commit stamped as make build stamps it (see gitRevision).
+		cmd := exec.CommandContext(ctx, goTool(), "build", "-ldflags", "-X main.revision="+revisionOfTree(), "-o", out, "switchyard/cmd/switchyard")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build: no C
 		if b, err := cmd.CombinedOutput(); err != nil {
 			e2eBinError = fmt.Errorf("go build switchyard/cmd/switchyard: %v\n%s", err, b)

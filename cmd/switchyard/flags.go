@@ -138,9 +138,11 @@ type options struct {
 	StoreOnShutdown   bool          // --store-queue-on-shutdown: -q libsqlite3 writes its table only at shutdown
 	DataDir           string        // --data-dir (ours): where the durable queue lives; "" = defaultDataDir/PORT
 	Fsync             string        // --fsync (ours): always, batch or never
+	Recover           bool          // --recover (ours): open a damaged durable queue with what can be read
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
 	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
 	MaxPacket         int64         // --max-packet (ours), default 64 MiB
+	MaxMemory         int64         // --max-memory (ours): the memory budget in bytes; -1 (default) = a quarter of the machine's or the cgroup's memory; 0 = count only
 	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
@@ -149,6 +151,7 @@ type options struct {
 	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
 	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkPort on -L's address; empty = off
 	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
+	DworkKeepOnClose  bool          // --dwork-keep-on-close (ours): a dwork host keeps its tasks when its connections close, as with dwork's hub
 	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbPort on -L's address (127.0.0.1 without -L); empty = off
 	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
 	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
@@ -293,6 +296,9 @@ var optTable = []*optDef{
 	{long: "fsync", value: true, dflt: defaultFsync, group: gGeneral,
 		help: "When the durable queue forces writes to disk: 'batch' (one fsync for every job that arrived meanwhile, before they are acknowledged), 'always' (one fsync per job) or 'never' (the kernel decides; a machine crash may lose acknowledged jobs). switchyard only.",
 		set:  setFsync},
+	{long: "recover", group: gGeneral,
+		help: "Start on a damaged durable queue with the jobs that can be read, where switchyard would refuse to start and name the damaged file; the log says how many jobs could not be read. For one start: without it the next start checks the queue again. switchyard only.",
+		set:  setBool(func(o *options) *bool { return &o.Recover })},
 	{long: "queue-type", short: 'q', value: true, dflt: defaultQueueType, group: gGeneral,
 		help: "Persistent queue type to use: 'durable' (the default: background jobs are kept on disk in --data-dir and survive a restart), 'builtin' (memory only, as gearmand's builtin) or 'libsqlite3' (gearmand's SQLite queue: the same file and table, see --libsqlite3-db).",
 		set:  setString(func(o *options) *string { return &o.QueueType })},
@@ -323,6 +329,9 @@ var optTable = []*optDef{
 	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
 		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",
 		set:  setMaxPacket},
+	{long: "max-memory", value: true, dflt: "auto", group: gGeneral,
+		help: "Memory budget for what peers make the server hold (partial packets, request bodies, replies not yet read), in bytes or with a K, M, G or T suffix. Near it, large packets and bodies are refused with the protocol's error and the connections that hold the most are closed first. 'auto' is a quarter of the machine's memory or of the cgroup's limit, whichever is smaller; 0 only counts. switchyard only.",
+		set:  setMaxMemory},
 	{long: "function-ttl", value: true, dflt: "1h", group: gGeneral,
 		help: "Forget a function that has had no job, no worker and no admin setting (create function, maxqueue) for this long: seconds, or a duration such as 90s, 10m, 1h. 0 keeps every function, as gearmand does. switchyard only.",
 		set:  setFunctionTTL},
@@ -389,7 +398,7 @@ var optTable = []*optDef{
 
 	{long: "periodic-listen", value: true, multi: true, dflt: "tcp://0.0.0.0:" + defaultPeriodicPort, group: gPeriodic,
 		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. The default is port " + defaultPeriodicPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
-		set:  setPeriodicListen},
+		set:  setListen("periodic-listen", func(o *options) *[]string { return &o.PeriodicListen }, checkListenURL)},
 
 	{long: "controller-socket", value: true, dflt: defaultControllerSocket, group: gCtl,
 		help: "The Worker-Controller protocol's main socket, or 'off'. Its directory is made if missing and holds the workers' sockets (WORKER_ID.sock); stale ones are removed at start. If the default path cannot be used (no /run/switchyard for this user, another switchyard on it), the protocol is off, with a notice; a path given here must work.",
@@ -400,14 +409,20 @@ var optTable = []*optDef{
 
 	{long: "dwork-listen", value: true, multi: true, dflt: "tcp://*:" + defaultDworkPort, group: gDwork,
 		help: "Serve dwork's hub protocol (a ZeroMQ ROUTER socket) on tcp://HOST:PORT; HOST * is every address, PORT * or 0 one the kernel picks. Give it again for more addresses, or 'off' for none. The default is port " + defaultDworkPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
-		set:  setDworkListen},
+		set: setListen("dwork-listen", func(o *options) *[]string { return &o.DworkListen }, func(v string) error {
+			_, err := dwork.ListenAddr(v)
+			return err
+		})},
 	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
 		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
 		set:  setDworkFunc},
+	{long: "dwork-keep-on-close", group: gDwork,
+		help: "Leave a dwork host its tasks when every connection it stole on has closed, as dwork's hub does. Use it when hosts connect once a request, as dwork's 'dquery steal' and 'dquery complete' from a shell do; a host that dies then holds its tasks until an Exit names it. Without it such a host is taken as exited and its tasks go back to the queue.",
+		set:  setBool(func(o *options) *bool { return &o.DworkKeepOnClose })},
 
 	{long: "memodb-listen", value: true, multi: true, dflt: "tcp://127.0.0.1:" + defaultMemodbPort, group: gMemodb,
 		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
-		set:  setMemodbListen},
+		set:  setListen("memodb-listen", func(o *options) *[]string { return &o.MemodbListen }, memodb.CheckURL)},
 	{long: "memodb-queue-timeout", value: true, dflt: "10s", group: gMemodb,
 		help: "How long a MemoDB client's job waits for a worker before it is dropped (its request is not answered, and the client sends it again): seconds, or a duration such as 500ms, 1m.",
 		set:  setMemodbDuration("memodb-queue-timeout", func(o *options) *time.Duration { return &o.MemodbQueue })},
@@ -545,6 +560,39 @@ func setMaxPacket(s *parseState, v string) error {
 	return nil
 }
 
+func setMaxMemory(s *parseState, v string) error {
+	if v == "auto" {
+		s.o.MaxMemory = -1
+		return nil
+	}
+	n, ok := parseMemory(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--max-memory' is invalid (auto, 0, or bytes or a number with a K, M, G or T suffix)", v)
+	}
+	s.o.MaxMemory = n
+	return nil
+}
+
+// parseMemory parses "0", "123", "512M", "2G", "1T" (suffix in either case,
+// 1K = 1024), up to 1<<50.
+func parseMemory(v string) (int64, bool) {
+	mult := int64(1)
+	if v != "" {
+		if i := strings.IndexByte("kKmMgGtT", v[len(v)-1]); i >= 0 {
+			mult = 1 << (10 * (i/2 + 1))
+			v = v[:len(v)-1]
+		}
+	}
+	if v == "" || v[0] == '+' || v[0] == '-' {
+		return 0, false
+	}
+	n, ok := parseDecimal(v)
+	if !ok || n > (1<<50)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
 func setFsync(s *parseState, v string) error {
 	if _, err := durable.ParseSync(v); err != nil {
 		return errInvalid
@@ -616,48 +664,30 @@ func setClusterPeers(s *parseState, v string) error {
 	return nil
 }
 
-func setPeriodicListen(s *parseState, v string) error {
-	if v == "off" {
-		if len(s.o.PeriodicListen) > 0 {
-			return usagef("the argument ('off') for option '--periodic-listen' cannot be combined with addresses")
+// setListen takes a repeatable listener option's addresses, each checked
+// by check, or "off" (alone) for none: Periodic's, dwork's, MemoDB's.
+func setListen(name string, field func(*options) *[]string, check func(string) error) func(*parseState, string) error {
+	return func(s *parseState, v string) error {
+		addrs := field(s.o)
+		if v == "off" {
+			if len(*addrs) > 0 {
+				return usagef("the argument ('off') for option '--%s' cannot be combined with addresses", name)
+			}
+			*addrs = []string{}
+			return nil
 		}
-		s.o.PeriodicListen = []string{}
+		if *addrs != nil && len(*addrs) == 0 {
+			return usagef("the argument ('%s') for option '--%s' cannot be combined with 'off'", v, name)
+		}
+		if err := check(v); err != nil {
+			return usagef("the argument ('%s') for option '--%s' is invalid: %v", v, name, err)
+		}
+		if slices.Contains(*addrs, v) {
+			return usagef("the argument ('%s') for option '--%s' is given twice", v, name)
+		}
+		*addrs = append(*addrs, v)
 		return nil
 	}
-	if s.o.PeriodicListen != nil && len(s.o.PeriodicListen) == 0 {
-		return usagef("the argument ('%s') for option '--periodic-listen' cannot be combined with 'off'", v)
-	}
-	if err := checkListenURL(v); err != nil {
-		return usagef("the argument ('%s') for option '--periodic-listen' is invalid: %v", v, err)
-	}
-	for _, a := range s.o.PeriodicListen {
-		if a == v {
-			return usagef("the argument ('%s') for option '--periodic-listen' is given twice", v)
-		}
-	}
-	s.o.PeriodicListen = append(s.o.PeriodicListen, v)
-	return nil
-}
-
-func setDworkListen(s *parseState, v string) error {
-	if v == "off" {
-		if len(s.o.DworkListen) > 0 {
-			return usagef("the argument ('off') for option '--dwork-listen' cannot be combined with addresses")
-		}
-		s.o.DworkListen = []string{}
-		return nil
-	}
-	if s.o.DworkListen != nil && len(s.o.DworkListen) == 0 {
-		return usagef("the argument ('%s') for option '--dwork-listen' cannot be combined with 'off'", v)
-	}
-	if _, err := dwork.ListenAddr(v); err != nil {
-		return usagef("the argument ('%s') for option '--dwork-listen' is invalid: %v", v, err)
-	}
-	if slices.Contains(s.o.DworkListen, v) {
-		return usagef("the argument ('%s') for option '--dwork-listen' is given twice", v)
-	}
-	s.o.DworkListen = append(s.o.DworkListen, v)
-	return nil
 }
 
 func setDworkFunc(s *parseState, v string) error {
@@ -665,27 +695,6 @@ func setDworkFunc(s *parseState, v string) error {
 		return usagef("the argument ('') for option '--dwork-func' is invalid: a function has a name")
 	}
 	s.o.DworkFunc = v
-	return nil
-}
-
-func setMemodbListen(s *parseState, v string) error {
-	if v == "off" {
-		if len(s.o.MemodbListen) > 0 {
-			return usagef("the argument ('off') for option '--memodb-listen' cannot be combined with addresses")
-		}
-		s.o.MemodbListen = []string{}
-		return nil
-	}
-	if s.o.MemodbListen != nil && len(s.o.MemodbListen) == 0 {
-		return usagef("the argument ('%s') for option '--memodb-listen' cannot be combined with 'off'", v)
-	}
-	if err := memodb.CheckURL(v); err != nil {
-		return usagef("the argument ('%s') for option '--memodb-listen' is invalid: %v", v, err)
-	}
-	if slices.Contains(s.o.MemodbListen, v) {
-		return usagef("the argument ('%s') for option '--memodb-listen' is given twice", v)
-	}
-	s.o.MemodbListen = append(s.o.MemodbListen, v)
 	return nil
 }
 
@@ -1091,6 +1100,7 @@ func defaultOptions() *options {
 		SqliteTable:       sqlite.DefaultTable,
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
+		MaxMemory:         -1,
 		FunctionTTL:       time.Hour,
 		MemodbQueue:       memodb.DefaultQueueTimeout,
 		MemodbHeartbeat:   memodb.DefaultHeartbeat,
@@ -1155,6 +1165,9 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 		o.QueueType = q
 	default:
 		return nil, usagef("unknown queue type '%s': use durable, builtin or libsqlite3", o.QueueType)
+	}
+	if o.Recover && o.QueueType != "durable" {
+		s.warnf("ignoring --recover: only the durable queue (-q durable) checks itself at start")
 	}
 	if !s.portSet {
 		if env := getenv("GEARMAND_PORT"); env != "" {

@@ -95,6 +95,7 @@ func TestParseArgs(t *testing.T) {
 		{"port 0", []string{"-p", "0"}, nil, want(func(o *options) { o.Port = "0" })},
 
 		// -r http and its options.
+		{"--recover", []string{"--recover"}, nil, want(func(o *options) { o.Recover = true })},
 		{"-r http", []string{"-r", "http"}, nil, want(func(o *options) { o.HTTP = true })},
 		{"--protocol=http", []string{"--protocol=http"}, nil, want(func(o *options) { o.HTTP = true })},
 		{"-rhttp --http-port", []string{"-rhttp", "--http-port", "8081"}, nil, want(func(o *options) { o.HTTP, o.HTTPPort, o.HTTPPortGiven = true, "8081", true })},
@@ -246,6 +247,7 @@ func TestParseArgs(t *testing.T) {
 			want(func(o *options) { o.DworkListen = []string{"tcp://127.0.0.1:0", "tcp://*:6125", "tcp://[::1]:*"} })},
 		{"--dwork-listen off", []string{"--dwork-listen", "off"}, nil, want(func(o *options) { o.DworkListen = []string{} })},
 		{"--dwork-func", []string{"--dwork-func", "dag"}, nil, want(func(o *options) { o.DworkFunc = "dag" })},
+		{"--dwork-keep-on-close", []string{"--dwork-keep-on-close"}, nil, want(func(o *options) { o.DworkKeepOnClose = true })},
 		{"--memodb-listen repeated", []string{"--memodb-listen", "tcp://127.0.0.1:0", "--memodb-listen=ipc:///tmp/m.sock", "--memodb-listen", "tcp://[::1]:12701"}, nil,
 			want(func(o *options) {
 				o.MemodbListen = []string{"tcp://127.0.0.1:0", "ipc:///tmp/m.sock", "tcp://[::1]:12701"}
@@ -334,6 +336,9 @@ func TestWarnings(t *testing.T) {
 		{[]string{"--libsqlite3-db", "/q.db"}, nil},
 		{[]string{"--libsqlite3-table=t"}, nil},
 		{[]string{"--store-queue-on-shutdown"}, nil},
+		{[]string{"--recover"}, nil},
+		{[]string{"--recover", "-q", "builtin"}, []string{"ignoring --recover: only the durable queue (-q durable) checks itself at start"}},
+		{[]string{"--recover", "-q", "libsqlite3", "--libsqlite3-db", "/q.db"}, []string{"ignoring --recover: only the durable queue (-q durable) checks itself at start"}},
 		{[]string{"--libpq-conninfo", "host=x"}, []string{"ignoring --libpq-conninfo: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--libpq-table=t"}, []string{"ignoring --libpq-table: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--redis-server", "r"}, []string{"ignoring --redis-server: only the builtin, durable and libsqlite3 queues are supported"}},

@@ -13,8 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/engine/cluster"
 	"switchyard/engine/ops"
 	"switchyard/engine/source"
@@ -115,7 +117,10 @@ type server struct {
 	o   *options
 	log *zap.Logger
 	tls *tls.Config
-	ops *ops.Server // single node: nil when --metrics-listen is off or its default was taken
+	// budget is the memory peers can make the server hold, on every
+	// protocol and across a node's terms (--max-memory).
+	budget *budget.Budget
+	ops    *ops.Server // single node: nil when --metrics-listen is off or its default was taken
 	// term is what runs: for a single node, from start to close.
 	term *term
 	// node is the cluster node (--node-id), nil for a single server;
@@ -146,6 +151,7 @@ func (s *server) start() error {
 			return err
 		}
 	}
+	s.budget = memoryBudget(o.MaxMemory, s.log)
 	if o.NodeID != "" {
 		return s.startNode()
 	}
@@ -166,10 +172,16 @@ func (s *server) start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.defer_(cancel)
-	if st, ok := scfg.Store.(*durable.Store); ok {
+	switch st := scfg.Store.(type) {
+	case *durable.Store:
 		go watchStore(ctx, st, s.log)
+	case *sqlite.Store:
+		go watchSqlite(ctx, st, s.log)
 	}
 	if err := t.replay(); err != nil {
+		return err
+	}
+	if err := s.writePid(); err != nil {
 		return err
 	}
 	if err := t.startFrontends(); err != nil {
@@ -190,22 +202,29 @@ func (s *server) start() error {
 func (s *server) schedConfig() sched.Config {
 	o := s.o
 	return sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
-		FunctionTTL: o.FunctionTTL, Release: gearmanRelease,
-		Latency: o.MetricsListen != "off"} // the histograms are only read there
+		FunctionTTL: o.FunctionTTL,
+		Latency:     o.MetricsListen != "off"} // the histograms are only read there
 }
 
 // ready is the end of the start, once the ports are open: the user of
-// -u, the pid file, and the daemon's parent told to go.
+// -u, and the daemon's parent told to go.
 func (s *server) ready() error {
 	o := s.o
 	if err := dropPrivileges(o.User); err != nil {
 		return fmt.Errorf("cannot switch to user %s: %w", o.User, err)
 	}
+	daemonReady() // the parent may exit now
+	return nil
+}
+
+// writePid writes the pid file before the ports open, as gearmand does: a
+// client that can connect finds it.
+func (s *server) writePid() error {
+	o := s.o
 	if err := writePidFile(o.PidFile); err != nil {
 		return fmt.Errorf("cannot write pid file %s: %w", o.PidFile, err)
 	}
 	s.defer_(func() { removePidFile(o.PidFile) })
-	daemonReady() // the parent may exit now
 	return nil
 }
 
@@ -278,7 +297,8 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 	if s.term != nil {
 		sc = s.term.sched
 	}
-	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log})
+	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log,
+		Collectors: []prometheus.Collector{s.budget.Collector()}})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
 			return fmt.Errorf("metrics: %w", err)
@@ -311,17 +331,14 @@ func (s *server) openQueue(cfg *sched.Config) (func() ops.StoreStats, error) {
 			return nil, err
 		}
 		s.defer_(lock.unlock) // after the store is closed: last
-		st, err := openStore(dir, o.Fsync)
+		st, err := openStore(dir, o.Fsync, o.Recover, s.log)
 		if err != nil {
 			return nil, fmt.Errorf("cannot open the job store: %w", err)
 		}
 		s.defer_(func() { st.Close() })
 		cfg.Store = st
 		notice(s.log, "job store", zap.String("queue", "durable"), zap.String("dir", st.Dir()), zap.String("fsync", o.Fsync))
-		return func() ops.StoreStats {
-			d := st.Stats()
-			return ops.StoreStats{Bytes: d.DiskBytes, Syncs: d.Syncs, SyncSeconds: d.SyncSeconds, SyncBuckets: d.SyncBuckets}
-		}, nil
+		return durableStats(st), nil
 	case "libsqlite3":
 		sq, err := sqlite.Open(sqlite.Config{Path: o.SqliteDB, Table: o.SqliteTable, StoreOnShutdown: o.StoreOnShutdown,
 			EachRecord: o.Fsync == "always", NoSync: o.Fsync == "never"})
@@ -337,34 +354,8 @@ func (s *server) openQueue(cfg *sched.Config) (func() ops.StoreStats, error) {
 		cfg.Store = sq
 		notice(s.log, "job store", zap.String("queue", "libsqlite3"), zap.String("sqlite", sq.Path()), zap.String("table", o.SqliteTable),
 			zap.Bool("store-queue-on-shutdown", o.StoreOnShutdown), zap.String("fsync", o.Fsync))
-		return func() ops.StoreStats {
-			q := sq.Stats()
-			n, sum, buckets := ops.Cumulative(&q.Commits)
-			return ops.StoreStats{Bytes: q.DiskBytes, Syncs: n, SyncSeconds: sum, SyncBuckets: buckets}
-		}, nil
+		return sqliteStats(sq), nil
 	}
 	notice(s.log, "job store", zap.String("queue", "builtin"))
 	return nil, nil
-}
-
-// openStore opens the durable queue in dir, which exists. A store that
-// exists but cannot be read is an error naming it.
-func openStore(dir, fsync string) (*durable.Store, error) {
-	mode, err := durable.ParseSync(fsync)
-	if err != nil {
-		return nil, err
-	}
-	return durable.Open(dir, mode)
-}
-
-// watchStore logs the job store's failure (a full disk), once: clients
-// learn of it from each refused submit, whoever runs the server from this
-// line.
-func watchStore(ctx context.Context, st *durable.Store, log *zap.Logger) {
-	select {
-	case <-st.Failed():
-		log.Error("the job store takes no more writes until switchyard restarts: submits that need it are refused",
-			zap.Error(st.Failure()))
-	case <-ctx.Done():
-	}
 }

@@ -97,6 +97,9 @@ func (s *server) startNode() error {
 			s.defer_(m.close)
 		}
 	}
+	if err := s.writePid(); err != nil {
+		return err
+	}
 	return s.ready()
 }
 
@@ -324,7 +327,7 @@ func (s *server) stopRole(role *nodeRole) {
 func (s *server) nodeOps(t *term) *ops.Server {
 	n := s.node
 	cfg := ops.Config{Version: version, Revision: readBuild().Revision, Protocol: source.Name, Log: s.log,
-		Collectors: []prometheus.Collector{n.Collector()},
+		Collectors: []prometheus.Collector{n.Collector(), s.budget.Collector()},
 		Health:     func() error { return nodeHealth(n) },
 		Cluster:    nodeAPI{n},
 		Store: func() ops.StoreStats {

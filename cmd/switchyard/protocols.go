@@ -9,12 +9,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/engine/controller"
 	"switchyard/engine/dwork"
 	"switchyard/engine/gearhttp"
 	"switchyard/engine/gearman"
 	"switchyard/engine/memodb"
 	"switchyard/engine/periodic"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -45,9 +47,9 @@ type protocol struct {
 	// start serves the protocol on addrs and returns the addresses bound
 	// (the ports the kernel picked for port 0).
 	start func(e *env, addrs []string) (frontend, []string, error)
-	// workers appends the protocol's workers to Gearman's "workers"
-	// listing, in its format; nil: it has none to list there.
-	workers func(f frontend) func([]byte) []byte
+	// workers lists the protocol's workers, newest first, for Gearman's
+	// "workers" listing; nil: it has none to list there.
+	workers func(f frontend) []workerline.Worker
 }
 
 // env is what every frontend is built from.
@@ -56,8 +58,10 @@ type env struct {
 	sched *sched.Sched
 	log   *zap.Logger
 	tls   *tls.Config
-	// workers lists the other protocols' workers after Gearman's own.
-	workers func([]byte) []byte
+	// budget is the memory budget every frontend's connections hold against.
+	budget *budget.Budget
+	// workers lists the other protocols' workers, for Gearman's listing.
+	workers func() []workerline.Worker
 	// shutdown is the admin command's ("shutdown [graceful]") way to stop
 	// the process; nil unless --admin-shutdown.
 	shutdown func(graceful bool)
@@ -78,13 +82,13 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "0.0.0.0"), defaultPeriodicPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := periodic.New(periodic.Config{Addrs: addrs, Loops: e.o.Threads}, e.sched, e.log)
+			s := periodic.New(periodic.Config{Addrs: addrs, Loops: e.o.Threads, Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
 			return s, stringsOf(s.Addrs()), nil
 		},
-		workers: func(f frontend) func([]byte) []byte { return f.(*periodic.Server).AppendWorkers },
+		workers: func(f frontend) []workerline.Worker { return f.(*periodic.Server).ListWorkers() },
 	},
 	{
 		name: "controller", flag: "--controller-socket",
@@ -102,13 +106,13 @@ var protocols = []protocol{
 			if funcs == nil {
 				funcs = []string{defaultControllerFunc}
 			}
-			s := controller.New(controller.Config{Socket: addrs[0], Funcs: funcs, MaxExtra: int(e.o.MaxPacket)}, e.sched, e.log)
+			s := controller.New(controller.Config{Socket: addrs[0], Funcs: funcs, MaxExtra: int(e.o.MaxPacket), Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
 			return s, []string{"unix://" + s.Socket()}, nil
 		},
-		workers: func(f frontend) func([]byte) []byte { return f.(*controller.Server).AppendWorkers },
+		workers: func(f frontend) []workerline.Worker { return f.(*controller.Server).ListWorkers() },
 	},
 	{
 		name: "dwork", flag: "--dwork-listen",
@@ -119,7 +123,7 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "*"), defaultDworkPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc)}, e.sched, e.log)
+			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc), KeepOnClose: e.o.DworkKeepOnClose}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
@@ -142,7 +146,7 @@ var protocols = []protocol{
 			}
 			return s, s.Addrs(), nil
 		},
-		workers: func(f frontend) func([]byte) []byte { return f.(*memodb.Server).AppendWorkers },
+		workers: func(f frontend) []workerline.Worker { return f.(*memodb.Server).ListWorkers() },
 	},
 	{
 		name: "http", flag: "--http-port",
@@ -153,7 +157,7 @@ var protocols = []protocol{
 			return []string{net.JoinHostPort(o.Listen, o.HTTPPort)}, o.HTTPPortGiven
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := gearhttp.New(httpConfig(e.o, addrs[0]), e.sched, e.log)
+			s := gearhttp.New(httpConfig(e, addrs[0]), e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
@@ -197,6 +201,7 @@ func gearmanConfig(e *env) gearman.Config {
 		Shutdown:     e.shutdown,
 		MoreWorkers:  e.workers,
 		Commands:     e.commands,
+		Budget:       e.budget,
 	}
 	if o.KeepaliveIdle > 0 {
 		cfg.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
@@ -212,8 +217,10 @@ func gearmanConfig(e *env) gearman.Config {
 
 // httpConfig is gearmand's HTTP protocol's configuration (-r http) on addr:
 // the Gearman port's job handles, exceptions and TCP keepalive settings.
-func httpConfig(o *options, addr string) gearhttp.Config {
+func httpConfig(e *env, addr string) gearhttp.Config {
+	o := e.o
 	cfg := gearhttp.Config{
+		Budget:       e.budget,
 		Addr:         addr,
 		HandlePrefix: o.JobHandlePrefix,
 		Exceptions:   o.Exceptions,
@@ -238,10 +245,6 @@ func httpConfig(o *options, addr string) gearhttp.Config {
 	}
 	return cfg
 }
-
-// gearmanRelease hands a finished job's payload back to the Gearman
-// frontend's pool, which the payloads of its submits come from.
-var gearmanRelease = gearman.ReleasePayload
 
 // maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int
 // with room for NNG's header.

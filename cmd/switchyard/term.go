@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"switchyard/engine/ops"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -35,11 +36,11 @@ type running struct {
 // closed by the caller after stop).
 func (s *server) newTerm(cfg sched.Config) *term {
 	t := &term{o: s.o, log: s.log, sched: sched.New(cfg)}
-	t.env = &env{o: s.o, sched: t.sched, log: s.log, tls: s.tls, workers: t.moreWorkers, shutdown: s.shutdownFunc()}
+	t.env = &env{o: s.o, sched: t.sched, log: s.log, tls: s.tls, budget: s.budget, workers: t.moreWorkers, shutdown: s.shutdownFunc()}
 	t.defer_(t.sched.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.defer_(cancel)
-	go returnMemory(ctx, t.sched.Len, time.Second)
+	go returnMemory(ctx, t.sched.Len, s.budget.Used, time.Second)
 	return t
 }
 
@@ -106,15 +107,16 @@ func (t *term) startFrontend(p *protocol) error {
 	return nil
 }
 
-// moreWorkers lists the other protocols' workers after Gearman's own
-// connections in "workers": "status" counts them all.
-func (t *term) moreWorkers(dst []byte) []byte {
+// moreWorkers lists the other protocols' workers, which "workers" shows
+// after Gearman's own connections: "status" counts them all.
+func (t *term) moreWorkers() []workerline.Worker {
+	var out []workerline.Worker
 	for _, r := range t.running {
 		if r.p.workers != nil {
-			dst = r.p.workers(r.f)(dst)
+			out = append(out, r.p.workers(r.f)...)
 		}
 	}
-	return dst
+	return out
 }
 
 // logListeners is the one line, at every log level, that names every

@@ -11,6 +11,11 @@ import (
 // The admin port's "version" answers it, one word, as gearmand answers its.
 var version = "0.2.0"
 
+// revision is the git commit the binary was built from, "+dirty" if the
+// tree had changes: make build stamps it (-ldflags "-X
+// main.revision=..."); else the go command's own stamp, if any, is used.
+var revision string
+
 // buildInfo is what -V, the status page and switchyard_build_info report
 // about this binary.
 type buildInfo struct {
@@ -21,6 +26,10 @@ type buildInfo struct {
 
 var readBuild = sync.OnceValue(func() buildInfo {
 	b := buildInfo{Version: version, Revision: "unknown", GoVersion: runtime.Version()}
+	if revision != "" {
+		b.Revision = revision
+		return b
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b

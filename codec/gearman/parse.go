@@ -23,7 +23,7 @@ const (
 )
 
 // Errors returned by Parse. ErrTruncated concerns one packet and comes with
-// the packet's length as consumed, so the connection can skip it and go on;
+// the packet's length as consumed, so that the caller knows where it ends;
 // the others leave the stream unparseable and come with consumed == 0.
 var (
 	ErrBadMagic    = errors.New("gearman: bad magic")

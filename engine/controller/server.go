@@ -7,6 +7,17 @@
 // Config.Funcs, on the scheduler every other protocol feeds: a task is a
 // job, its task_id the job's id, its extra bytes the payload, and the
 // result of a FETCH completes the job for whoever submitted it.
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. REGISTER -> NewWorker and CanDo; every
+// pulse -> Worker.ExpectWithin(next_pulse), whose lapse (Expirer) removes
+// the worker; a pulse's task_id is checked against Worker.Holding. The
+// controller pushes: a free worker sleeps (Sleep), and Wake means "grab
+// and push now". BUSY -> Requeue with Front; TASK_FAILED -> Worker.Retry;
+// FETCH's result -> Update(Complete); SHUTDOWN, FAILED or a dead socket ->
+// Close.
 package controller
 
 import (
@@ -27,6 +38,8 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/controller"
+	"switchyard/engine/budget"
+	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/listen"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
@@ -54,27 +67,26 @@ type Config struct {
 	// RegisterGrace is how long a worker that registered without a
 	// next_pulse has to send its first pulse; 0 = 60 s.
 	RegisterGrace time.Duration
+	// Budget is the memory budget the main socket's connections hold
+	// against (see engine/budget); nil = none.
+	Budget *budget.Budget
 }
 
-// Server is a running controller.
+// Server is a running controller: its main socket on a gnetloop.Server,
+// which takes one pulse a connection.
 type Server struct {
-	gnet.BuiltinEventEngine
 	cfg   Config
 	sched *sched.Sched
 	log   *zap.Logger
 	dir   string
+	loop  *gnetloop.Server
 
-	eng      gnet.Engine
-	paths    []string
-	bootErr  error
-	booted   chan struct{}
-	done     chan error
 	stopOnce sync.Once
 
 	mu      sync.Mutex // guards workers, nextID and conns
 	workers map[uint64]*worker
 	nextID  uint64
-	conns   map[gnet.Conn]time.Time // main-socket connections, since when
+	conns   map[*pulseConn]time.Time // main-socket connections, since when
 
 	draining atomic.Bool
 	wg       sync.WaitGroup // worker goroutines
@@ -107,11 +119,10 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		sched:   s,
 		log:     log,
 		dir:     filepath.Dir(cfg.Socket),
-		booted:  make(chan struct{}),
-		done:    make(chan error, 1),
 		workers: make(map[uint64]*worker),
-		conns:   make(map[gnet.Conn]time.Time),
+		conns:   make(map[*pulseConn]time.Time),
 	}
+	srv.loop = gnetloop.New(gnetloop.Config{Name: "controller", Addrs: []string{"unix://" + cfg.Socket}, Loops: cfg.Loops, Budget: cfg.Budget, Log: log}, srv)
 	srv.pulses.New = func() any { return new(codec.WorkerPulse) }
 	return srv
 }
@@ -129,35 +140,15 @@ func (s *Server) Start() error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	addr := "unix://" + s.cfg.Socket
-	paths, err := listen.ClaimUnix([]string{addr})
-	if err != nil {
+	// The main socket first: a live one means another controller, whose
+	// workers' sockets must not be touched.
+	if _, err := listen.ClaimUnix([]string{"unix://" + s.cfg.Socket}); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	s.paths = paths
 	if err := s.removeStale(); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	opts := []gnet.Option{
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(s.cfg.Loops),
-		gnet.WithTicker(true),
-		gnet.WithLogger(listen.Logger{L: s.log.Sugar()}),
-	}
-	go func() { s.done <- gnet.Run(s, addr, opts...) }()
-	select {
-	case <-s.booted:
-		return nil
-	case err := <-s.done:
-		s.removePaths()
-		if err == nil {
-			err = s.bootErr
-		}
-		if err == nil {
-			err = errors.New("engine stopped before it started")
-		}
-		return fmt.Errorf("controller: listen on %s: %w", s.cfg.Socket, err)
-	}
+	return s.loop.Start()
 }
 
 // removeStale removes the worker sockets in the directory: their workers
@@ -179,26 +170,13 @@ func (s *Server) removeStale() error {
 	return nil
 }
 
-// OnBoot implements gnet.EventHandler.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
-	close(s.booted)
-	return gnet.None
-}
-
 // Stop closes the main socket, ends every worker's session (what they
 // hold goes back to the queues) and waits for their goroutines, at most
 // until ctx ends.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
-		go s.eng.Stop(ctx)
-		select {
-		case err = <-s.done:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		s.removePaths()
+		err = s.loop.Stop(ctx)
 		s.mu.Lock()
 		ws := make([]*worker, 0, len(s.workers))
 		for _, w := range s.workers {
@@ -219,12 +197,6 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 	})
 	return err
-}
-
-func (s *Server) removePaths() {
-	for _, p := range s.paths {
-		os.Remove(p)
-	}
 }
 
 // Socket is the main socket's path.
@@ -252,45 +224,54 @@ func (s *Server) Conns() int {
 	return len(s.conns) + len(s.workers)
 }
 
-// OnOpen implements gnet.EventHandler.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	s.mu.Lock()
-	s.conns[c] = time.Now()
-	s.mu.Unlock()
-	return nil, gnet.None
+// pulseConn is a connection to the main socket: one pulse in, one
+// answer out (gnetloop.Session).
+type pulseConn struct {
+	*gnetloop.Conn
+	srv *Server
 }
 
-// OnClose implements gnet.EventHandler.
-func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
+// Open implements gnetloop.Handler.
+func (s *Server) Open(c *gnetloop.Conn) gnetloop.Session {
+	pc := &pulseConn{Conn: c, srv: s}
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.conns[pc] = time.Now()
 	s.mu.Unlock()
-	return gnet.None
+	return pc
 }
 
-// OnTick closes main-socket connections that sent no pulse in time: a
-// client that connects and says nothing holds no descriptor for ever.
-func (s *Server) OnTick() (time.Duration, gnet.Action) {
+// Closed implements gnetloop.Session.
+func (pc *pulseConn) Closed() {
+	pc.srv.mu.Lock()
+	delete(pc.srv.conns, pc)
+	pc.srv.mu.Unlock()
+}
+
+// Tick implements gnetloop.Ticker: it closes main-socket connections that
+// sent no pulse in time, so a client that connects and says nothing holds
+// no descriptor for ever.
+func (s *Server) Tick() time.Duration {
 	cutoff := time.Now().Add(-s.cfg.Timeout)
 	s.mu.Lock()
-	for c, since := range s.conns {
+	for pc, since := range s.conns {
 		if since.Before(cutoff) {
-			delete(s.conns, c)
+			delete(s.conns, pc)
 			s.log.Warn("controller: a connection to the main socket sent no pulse in time; closed",
 				zap.Duration("timeout", s.cfg.Timeout))
-			c.Close()
+			pc.C.Close()
 		}
 	}
 	s.mu.Unlock()
-	return time.Second, gnet.None
+	return time.Second
 }
 
 // maxPulse bounds a pulse's frame: a WorkerPulse is at most 4 varints.
 const maxPulse = 1 << 10
 
-// OnTraffic implements gnet.EventHandler: one pulse in, one answer out,
-// and the connection closes, as the protocol has it.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+// Traffic implements gnetloop.Session: one pulse in, one answer out, and
+// the connection closes, as the protocol has it.
+func (pc *pulseConn) Traffic() gnet.Action {
+	s, c := pc.srv, pc.C
 	// Until the whole frame is there, look at its length prefix alone: a
 	// pulse sent a byte at a time is then peeked (and, across gnet's ring
 	// seam, copied) and parsed once, not again at every byte.
@@ -395,17 +376,17 @@ func (s *Server) forget(w *worker) {
 	s.mu.Unlock()
 }
 
-// AppendWorkers appends a line per registered worker for Gearman's
-// "workers" admin command, newest first as gearmand lists connections:
-// "-1 unix:SOCKET worker-ID : FUNC ...". -1: the worker has no
-// connection of its own to the server.
-func (s *Server) AppendWorkers(dst []byte) []byte {
+// ListWorkers lists the registered workers, newest first (workerline):
+// FD -1 (a worker has no connection of its own to the server), the peer
+// "unix:SOCKET", and worker-ID.
+func (s *Server) ListWorkers() []workerline.Worker {
 	s.mu.Lock()
 	ws := slices.Collect(maps.Values(s.workers))
 	s.mu.Unlock()
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.id, a.id) })
+	out := make([]workerline.Worker, 0, len(ws))
 	for _, w := range ws {
-		dst = workerline.AppendNumbered(dst, "unix:"+w.sock, w.id, s.cfg.Funcs)
+		out = append(out, workerline.Worker{FD: -1, Peer: "unix:" + w.sock, ID: workerline.Numbered(w.id), Funcs: s.cfg.Funcs})
 	}
-	return dst
+	return out
 }

@@ -41,6 +41,7 @@ type handler struct {
 	stolen []*stolenTask
 	held   []uint64
 	out    []byte
+	mine   func(*sched.Worker) bool // ours, made once
 }
 
 // The reply types, shared by every reply (never written).
@@ -65,7 +66,7 @@ type stolenTask struct {
 func newHandler(s *sched.Sched, fn, host string, locs *locations, draining *atomic.Bool, log *zap.Logger) *handler {
 	client := s.NewClient(nil)
 	client.SetSource(source.Dwork)
-	return &handler{
+	h := &handler{
 		s:        s,
 		client:   client,
 		fn:       fn,
@@ -78,6 +79,8 @@ func newHandler(s *sched.Sched, fn, host string, locs *locations, draining *atom
 		send:     func([][]byte, []byte) {},
 		upd:      sched.Update{Kind: sched.Complete},
 	}
+	h.mine = h.ours
+	return h
 }
 
 // handle answers one message, body, which came in envelope env. It returns
@@ -292,13 +295,12 @@ func (h *handler) complete() {
 }
 
 func (h *handler) completeOne(name string) bool {
-	v, ok := h.s.Find(h.fnb, bytesOf(name))
-	if !ok || !v.Running {
-		return false
-	}
-	l := h.locs.holder(v.Worker)
-	return l != nil && l.w.Update(v.ID, &h.upd) == nil
+	return h.s.UpdateNamed(h.fnb, bytesOf(name), &h.upd, h.mine) == nil
 }
+
+// ours tells whether a job's worker is a dwork location's: a task that a
+// worker of another protocol runs is that worker's to report.
+func (h *handler) ours(w *sched.Worker) bool { return h.locs.holder(w.Name()) != nil }
 
 // lookup says where a task runs, or ran if it ended within sched's
 // retention of ended jobs.

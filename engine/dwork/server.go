@@ -14,6 +14,16 @@
 // one sched.Worker named after it. A host whose connections it stole on
 // have all closed is taken as exited (see locations.go), as the guarded
 // transport reports closed connections (guard.go).
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. Create -> Submit with Background, Unique =
+// Payload = the task's name, After (its predecessors), Remember and
+// Stored, and again on an existing name to add some; a worker per location
+// (SetName); Steal -> Grab, never Sleep; completion -> UpdateNamed(Complete), on
+// behalf of the location holding it; Lookup -> Find (running), else EndedJob; Exit ->
+// Holding and Requeue with Front, then Close.
 package dwork
 
 import (

@@ -1,7 +1,6 @@
 package gearhttp
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/budget"
 	"switchyard/engine/source"
 	"switchyard/sched"
 )
@@ -31,6 +31,9 @@ type Handler struct {
 
 // NewHandler returns the protocol's handler on scheduler s.
 func NewHandler(cfg Config, s *sched.Sched, log *zap.Logger) *Handler {
+	if cfg.BodyIdle <= 0 {
+		cfg.BodyIdle = bodyIdleTimeout
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -93,13 +96,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var payload []byte
 	if sub.readBody {
 		var err error
-		if payload, err = readBody(w, r, h.cfg.MaxBody); err != nil {
+		hold := h.cfg.Budget.Hold(func() {}) // a cut refuses the body's next growth
+		payload, err = readBody(w, r, h.cfg.MaxBody, h.cfg.BodyIdle, hold)
+		hold.Release() // the body is the job's now, or gone
+		if err != nil {
 			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
+			switch {
+			case errors.As(err, &tooLarge):
 				h.reply(w, r, http.StatusRequestEntityTooLarge, nil, "", nil)
-				return
+			case errors.Is(err, errBudget):
+				w.Header().Set("Connection", "close")
+				h.reply(w, r, http.StatusServiceUnavailable, nil, "", nil)
+			default:
+				hangUp(w) // the client is gone, or too slow, or sent a broken body
 			}
-			hangUp(w) // the client is gone, or sent a broken body
 			return
 		}
 	}
@@ -123,25 +133,52 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads a POST's or PUT's body, up to limit bytes. The buffer
-// grows as the bytes come: a Content-Length alone does not make the
-// server allocate what it claims.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// grows as the bytes come, each growth taken from the memory budget
+// (hold), so that a Content-Length alone makes the server hold nothing;
+// and each read has a deadline, as has the whole body.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, idle time.Duration, hold *budget.Holder) ([]byte, error) {
 	n := r.ContentLength
 	if n > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	var buf bytes.Buffer
-	if n > 0 {
-		buf.Grow(int(min(n, bodyStart)))
+	rc := http.NewResponseController(w)
+	end := time.Now().Add(bodyTimeout)
+	body := http.MaxBytesReader(w, r.Body, limit)
+	buf := make([]byte, 0, min(max(n, 0), bodyStart))
+	if !hold.Take(int64(cap(buf))) {
+		return nil, errBudget
 	}
-	// For a Content-Length, net/http's body ends there, and one that ends
-	// early is an error; a chunked one ends with its last chunk.
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	return buf.Bytes(), err
+	for {
+		if len(buf) == cap(buf) {
+			grown := append(buf, 0)[:len(buf)]
+			if !hold.Take(int64(cap(grown) - cap(buf))) {
+				return nil, errBudget
+			}
+			buf = grown
+		}
+		next := time.Now().Add(idle)
+		if next.After(end) {
+			next = end
+		}
+		rc.SetReadDeadline(next)
+		k, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			rc.SetReadDeadline(time.Time{})
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
-// bodyStart is the most a body's buffer starts with.
-const bodyStart = 1 << 20
+// errBudget: the memory budget could not take a body's next growth.
+var errBudget = errors.New("the memory budget is spent")
+
+// bodyStart is the most a body's buffer starts with: whatever the
+// Content-Length says, the buffer grows as the bytes come.
+const bodyStart = 64 << 10
 
 // background submits a background job and answers once it is queued (and,
 // with a durable queue, on disk): 200 with JOB_CREATED and its handle.

@@ -10,6 +10,16 @@
 // connection); where gearmand's answer is broken bytes or no answer at all,
 // this package answers what gearmand's code sets out to (docs/http.md lists
 // each case).
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. a request -> NewClient and Submit, as
+// Gearman's SUBMIT_JOB (unique "-" by default, so CoalesceOnPayload); a
+// background one with Stored, answered once stored; a foreground one with
+// the request as Listener: Data is gathered, the first other update
+// answers it, and Client.Close detaches it when the client leaves or waits
+// too long.
 package gearhttp
 
 import (
@@ -25,6 +35,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/sched"
 )
 
@@ -52,6 +63,13 @@ type Config struct {
 	// KeepAlive is TCP keepalive on the accepted connections (--keepalive);
 	// off when not Enable, as gearmand's sockets are without it.
 	KeepAlive net.KeepAliveConfig
+	// Budget is the memory budget request bodies are read against (see
+	// engine/budget): a body it cannot take is answered 503; nil: none.
+	Budget *budget.Budget
+	// BodyIdle bounds the wait for each read of a request's body; 0 =
+	// 30 s. A client that sends a Content-Length and then a byte now and
+	// then (slowloris) holds nothing for long.
+	BodyIdle time.Duration
 }
 
 // DefaultMaxBody is Config.MaxBody's default, --max-packet's.
@@ -67,6 +85,10 @@ const (
 	readHeaderTimeout = 30 * time.Second
 	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// bodyIdleTimeout is Config.BodyIdle's default, and bodyTimeout
+	// bounds a whole body.
+	bodyIdleTimeout = 30 * time.Second
+	bodyTimeout     = 10 * time.Minute
 )
 
 // Server is gearmand's HTTP protocol on a listener of its own.

@@ -50,42 +50,42 @@ func (cn *conn) admin(p *codec.Packet) {
 		case len(w) == 3 && is(w[1], "unique") && is(w[2], "jobs"):
 			cn.list(listUnique)
 		default:
-			cn.out = append(cn.out, errShowArgs...)
+			cn.Out = append(cn.Out, errShowArgs...)
 		}
 	case is(cmd, "cancel") && len(w) >= 3:
 		if len(w) != 3 || !is(w[1], "job") {
-			cn.out = append(cn.out, errUnknownError...)
+			cn.Out = append(cn.Out, errUnknownError...)
 			break
 		}
 		id, ok := cn.srv.handles.Parse(w[2])
 		if !ok || cn.srv.sched.Cancel(id) != nil {
-			cn.out = append(cn.out, errUnknownJob...)
+			cn.Out = append(cn.Out, errUnknownJob...)
 			break
 		}
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 	case is(cmd, "create"):
 		if len(w) != 3 || !is(w[1], "function") {
-			cn.out = appendInvalidArgs(cn.out, "create")
+			cn.Out = appendInvalidArgs(cn.Out, "create")
 			break
 		}
 		cn.srv.sched.CreateFunc(w[2])
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 	case is(cmd, "drop"):
 		if len(w) != 3 || !is(w[1], "function") {
-			cn.out = appendInvalidArgs(cn.out, "drop")
+			cn.Out = appendInvalidArgs(cn.Out, "drop")
 			break
 		}
 		switch cn.srv.sched.DropFunc(w[2]) {
 		case nil:
-			cn.out = append(cn.out, replyOK...)
+			cn.Out = append(cn.Out, replyOK...)
 		case sched.ErrNoFunction:
-			cn.out = append(cn.out, errFuncNotFound...)
+			cn.Out = append(cn.Out, errFuncNotFound...)
 		default:
-			cn.out = append(cn.out, errFuncBusy...)
+			cn.Out = append(cn.Out, errFuncBusy...)
 		}
 	case is(cmd, "maxqueue"):
 		if len(w) < 2 || len(w) > 5 {
-			cn.out = appendInvalidArgs(cn.out, "maxqueue")
+			cn.Out = appendInvalidArgs(cn.Out, "maxqueue")
 			break
 		}
 		// One number sets all three priorities; several set high, normal,
@@ -100,19 +100,19 @@ func (cn *conn) admin(p *codec.Packet) {
 			}
 		}
 		cn.srv.sched.SetMaxQueue(w[1], max)
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 	case is(cmd, "getpid"):
-		cn.out = append(cn.out, "OK "...)
-		cn.out = strconv.AppendInt(cn.out, int64(os.Getpid()), 10)
-		cn.out = append(cn.out, '\n')
+		cn.Out = append(cn.Out, "OK "...)
+		cn.Out = strconv.AppendInt(cn.Out, int64(os.Getpid()), 10)
+		cn.Out = append(cn.Out, '\n')
 	case is(cmd, "verbose"):
-		cn.out = append(cn.out, "OK "...)
-		cn.out = append(cn.out, cn.srv.cfg.Verbose...)
-		cn.out = append(cn.out, '\n')
+		cn.Out = append(cn.Out, "OK "...)
+		cn.Out = append(cn.Out, cn.srv.cfg.Verbose...)
+		cn.Out = append(cn.Out, '\n')
 	case is(cmd, "version"):
-		cn.out = append(cn.out, "OK "...)
-		cn.out = append(cn.out, cn.srv.cfg.Version...)
-		cn.out = append(cn.out, '\n')
+		cn.Out = append(cn.Out, "OK "...)
+		cn.Out = append(cn.Out, cn.srv.cfg.Version...)
+		cn.Out = append(cn.Out, '\n')
 	case cn.srv.cfg.Commands[string(bytes.ToLower(cmd))] != nil:
 		f := cn.srv.cfg.Commands[string(bytes.ToLower(cmd))]
 		args := make([]string, len(w)-1)
@@ -126,15 +126,15 @@ func (cn *conn) admin(p *codec.Packet) {
 		// server); older gearmand and the protocol document have it.
 		graceful := len(w) == 2 && is(w[1], "graceful")
 		if len(w) == 2 && !graceful {
-			cn.out = append(cn.out, errUnknownError...)
+			cn.Out = append(cn.Out, errUnknownError...)
 			break
 		}
-		cn.out = append(cn.out, replyOK...)
+		cn.Out = append(cn.Out, replyOK...)
 		cn.srv.shutdown(graceful)
 	default:
-		cn.out = append(cn.out, errUnknownCommand...)
-		cn.out = append(cn.out, cmd...)
-		cn.out = append(cn.out, "\r\n"...)
+		cn.Out = append(cn.Out, errUnknownCommand...)
+		cn.Out = append(cn.Out, cmd...)
+		cn.Out = append(cn.Out, "\r\n"...)
 	}
 }
 
@@ -181,7 +181,7 @@ func (cn *conn) list(l listing) {
 		inline = h.inline
 	}
 	if s.lines(l) <= inline {
-		cn.out = s.appendListing(cn.out, l)
+		cn.Out = s.appendListing(cn.Out, l)
 		return
 	}
 	cn.offLoop(func() []byte {
@@ -194,32 +194,18 @@ func (cn *conn) list(l listing) {
 
 // offLoop builds a reply on a goroutine of its own, for what would hold
 // the event loop too long (a big listing, a cluster change), and writes it
-// once built; the connection reads nothing more meanwhile, so replies stay
-// in order.
+// once built (gnetloop.Conn.OffLoop: the connection reads nothing more
+// meanwhile, so replies stay in order).
 func (cn *conn) offLoop(build func() []byte) {
-	cn.paused = true
-	go func() {
-		b := build()
-		if cn.openOutbox() {
-			cn.listed = b
-			cn.sendOutbox()
-		} else if f := cn.takeLate(); f != nil {
-			writeOrphan(f, b)
-		}
-	}()
+	cn.OffLoop(func(send func([]byte) bool) bool {
+		send(build())
+		return true
+	})
 }
 
-// takeLate returns where a closed connection's listing goes, if anywhere.
-func (cn *conn) takeLate() *os.File {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	f := cn.late
-	cn.late = nil
-	return f
-}
-
-// listHooks let tests steer listings (Server.hooks).
-type listHooks struct {
+// testHooks let tests steer what is answered off the loop (Server.hooks;
+// nil in production): the package's one style of test hook.
+type testHooks struct {
 	inline   int    // replaces inlineLines
 	building func() // runs on a listing's goroutine before it builds
 }
@@ -248,22 +234,53 @@ func (s *Server) appendListing(dst []byte, l listing) []byte {
 }
 
 // appendWorkers lists every connection, newest first as gearmand does with
-// one thread: "FD IP CLIENT-ID : FUNC ...".
+// one thread, then the other protocols' workers (Config.MoreWorkers, each
+// protocol's newest first): "FD IP CLIENT-ID : FUNC ...", then ".".
 func (s *Server) appendWorkers(dst []byte) []byte {
-	conns := s.snapshot()
-	var fns []string
-	for i := len(conns) - 1; i >= 0; i-- {
-		c := conns[i]
-		fns = fns[:0]
-		if w := c.workerRef(); w != nil {
-			fns = w.Abilities(fns)
-		}
-		dst = workerline.Append(dst, c.fd, c.ip, c.id(), fns)
-	}
+	dst = s.appendWorkersOf(dst, s.snapshot())
 	if s.cfg.MoreWorkers != nil {
-		dst = s.cfg.MoreWorkers(dst)
+		more := s.cfg.MoreWorkers()
+		for i := range more {
+			dst = appendWorkerLine(dst, &more[i])
+		}
 	}
 	return append(dst, ".\n"...)
+}
+
+// appendWorkersOf appends the lines of conns (ordered by descriptor),
+// newest first.
+func (s *Server) appendWorkersOf(dst []byte, conns []*conn) []byte {
+	var w workerline.Worker
+	for i := len(conns) - 1; i >= 0; i-- {
+		c := conns[i]
+		w = workerline.Worker{FD: c.Fd(), Peer: c.ip, ID: string(c.id()), Funcs: w.Funcs[:0]}
+		if wr := c.workerRef(); wr != nil {
+			w.Funcs = wr.Abilities(w.Funcs)
+		}
+		dst = appendWorkerLine(dst, &w)
+	}
+	return dst
+}
+
+// appendWorkerLine is one line of "workers", gearmand's: the descriptor
+// (-1 for a worker with no connection of its own), the peer, the client id
+// ("-" if none), then the functions.
+func appendWorkerLine(dst []byte, w *workerline.Worker) []byte {
+	dst = strconv.AppendInt(dst, int64(w.FD), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, w.Peer...)
+	dst = append(dst, ' ')
+	if w.ID == "" {
+		dst = append(dst, '-')
+	} else {
+		dst = append(dst, w.ID...)
+	}
+	dst = append(dst, " :"...)
+	for _, f := range w.Funcs {
+		dst = append(dst, ' ')
+		dst = append(dst, f...)
+	}
+	return append(dst, '\n')
 }
 
 // funcLine is one line of "status": the function and its bucket.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"switchyard/engine/internal/gnetloop"
 	"switchyard/sched"
 )
 
@@ -27,8 +28,9 @@ func BenchmarkListing(b *testing.B) {
 	for i := 0; i < 100_000; i++ {
 		s.CreateFunc(fmt.Appendf(nil, "fn%d", i))
 	}
-	for i := 0; i < 100_000; i++ { // idle connections, as "workers" sees them
-		srv.conns[&conn{srv: srv, fd: 10 + i, ip: "127.0.0.1"}] = struct{}{}
+	conns := make([]*conn, 100_000) // idle connections, as "workers" sees them
+	for i := range conns {
+		conns[i] = &conn{Conn: new(gnetloop.Conn), srv: srv, ip: "127.0.0.1"}
 	}
 	for _, bm := range []struct {
 		name  string
@@ -37,7 +39,7 @@ func BenchmarkListing(b *testing.B) {
 		{"show_jobs/300k", func(dst []byte) []byte { return srv.appendJobs(dst, false) }},
 		{"show_unique_jobs/300k", func(dst []byte) []byte { return srv.appendJobs(dst, true) }},
 		{"status/100k_funcs", func(dst []byte) []byte { return srv.appendStatus(dst, false) }},
-		{"workers/100k_conns", func(dst []byte) []byte { return srv.appendWorkers(dst) }},
+		{"workers/100k_conns", func(dst []byte) []byte { return srv.appendWorkersOf(dst, conns) }},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			b.ReportAllocs()

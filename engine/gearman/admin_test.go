@@ -28,16 +28,16 @@ func TestBucketMatchesGearmand(t *testing.T) {
 func TestAdminReplies(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
-		hooks *listHooks
+		hooks *testHooks
 	}{
 		{"inline", nil},
-		{"off the loop", &listHooks{inline: -1}},
+		{"off the loop", &testHooks{inline: -1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) { testAdminReplies(t, tt.hooks) })
 	}
 }
 
-func testAdminReplies(t *testing.T, hooks *listHooks) {
+func testAdminReplies(t *testing.T, hooks *testHooks) {
 	addr, srv := startServer(t, Config{Verbose: "INFO"}, sched.Config{})
 	srv.hooks.Store(hooks)
 	w := dial(t, addr)
@@ -272,7 +272,7 @@ func TestBigListingsOrder(t *testing.T) {
 func TestListingOffLoop(t *testing.T) {
 	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	srv.hooks.Store(&listHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
+	srv.hooks.Store(&testHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
 	a, b := dial(t, addr), dial(t, addr)
 	// Both on the one loop, and a's replies before the listing come first.
 	a.send(req(codec.SubmitJobBg, "f", "", "x"), []byte("show jobs\r\nstatus\r\nversion\r\n"), req(codec.EchoReq, "after"))
@@ -302,7 +302,7 @@ func TestListingOffLoop(t *testing.T) {
 func TestListingConnGone(t *testing.T) {
 	addr, srv := startServer(t, Config{Loops: 1}, sched.Config{})
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	srv.hooks.Store(&listHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
+	srv.hooks.Store(&testHooks{inline: -1, building: func() { started <- struct{}{}; <-release }})
 	b := dial(t, addr)
 	a := dial(t, addr)
 	a.send([]byte("workers\r\nversion\r\n"))
@@ -334,7 +334,7 @@ func testListingHalfClose(t *testing.T, offLoop bool) {
 	addr, srv := startServer(t, Config{}, sched.Config{})
 	release := make(chan struct{})
 	if offLoop {
-		srv.hooks.Store(&listHooks{inline: -1, building: func() { <-release }})
+		srv.hooks.Store(&testHooks{inline: -1, building: func() { <-release }})
 	}
 	c := dial(t, addr)
 	c.send(req(codec.SubmitJobBg, "f", "u", "x"))

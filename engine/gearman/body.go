@@ -26,9 +26,9 @@ type bodyPool struct {
 // is set before any Server exists.
 var bodies = bodyPool{limit: 32 << 20}
 
-// ReleasePayload is the sched.Config.Release hook for schedulers that
-// Gearman servers submit to.
-func ReleasePayload(payload []byte) { bodies.put(payload) }
+// releasePayload takes back a large packet's buffer that a job kept
+// (sched.SetRelease), for the pool.
+func releasePayload(payload []byte) { bodies.put(payload) }
 
 // bodyScan bounds how many free buffers take looks at.
 const bodyScan = 8

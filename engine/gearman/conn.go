@@ -1,188 +1,152 @@
 package gearman
 
 import (
-	"os"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
 	codec "switchyard/codec/gearman"
-	"switchyard/engine/held"
+	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/tlsgate"
 	"switchyard/sched"
 )
 
-// loop is what a gnet event loop's connections share. It is only touched
-// by that loop's goroutine, and a *loop is the Origin token this engine
-// gives the scheduler: an update or wake-up carrying the target's own loop
-// comes from that loop's goroutine, so it is written straight into the
-// target's reply buffer and flushed at the end of the current event, with
-// no cross-goroutine hand-off and no eventfd wake.
-type loop struct {
-	dirty []*conn // connections with replies from another connection's event
+// gearLoop is Gearman's part of what a gnet event loop's connections
+// share (gnetloop.Loop.Data), touched only by that loop's goroutine.
+type gearLoop struct {
 	// body is the large packet an update this loop's goroutine is
 	// reporting lies in, while the scheduler hands it to listeners:
 	// connections of other loops keep a reference to it instead of a copy.
 	body *sharedBody
+	// scratch takes the bytes of refused packets, thrown away.
+	scratch []byte
+}
+
+// scratchOf is the loop's scratch buffer, up to n bytes of it.
+func (gl *gearLoop) scratchOf(n int) []byte {
+	if gl.scratch == nil {
+		gl.scratch = make([]byte, largeBody)
+	}
+	return gl.scratch[:min(n, len(gl.scratch))]
+}
+
+// loopOf is a loop's Gearman state.
+func loopOf(lp *gnetloop.Loop) *gearLoop {
+	gl, _ := lp.Data.(*gearLoop)
+	if gl == nil {
+		gl = &gearLoop{}
+		lp.Data = gl
+	}
+	return gl
 }
 
 // conn is one Gearman connection: a client, a worker, an admin, or all
-// three, as gearmand allows. Fields without a comment belong to the
-// connection's event loop.
+// three, as gearmand allows, on the connection core (gnetloop.Conn: Out,
+// Held, Paused, the hand-offs, the same-loop fast path: an update or
+// wake-up whose Origin is the target's own loop is written straight into
+// its Out). Fields without a comment belong to the connection's event
+// loop.
 type conn struct {
+	*gnetloop.Conn
 	srv *Server
-	c   gnet.Conn
-	lp  *loop
-	fd  int
+	gl  *gearLoop
 	ip  string
 	tls *tlsgate.Peer // the TLS side of a connection from a TLS listener
 
-	client  *sched.Client // created on the first submit
-	worker  *sched.Worker // created on the first worker packet
-	ps      codec.Parser  // resumes the frame that gnet's buffer ends inside
-	pkt     codec.Packet
-	upd     sched.Update
-	out     []byte // replies built during one event, written at its end
-	iov     [2][]byte
-	iovs    [][]byte  // writeTails' scratch
-	spare   []outTail // the other half of tails, see traffic
-	body    []byte    // a large packet being read whole, see readBody
-	bodyLen int       // the length of that packet
-	own     []byte    // the buffer cn.pkt lies in, when a submit may keep it
-	dirty   bool      // queued on lp.dirty
-	gone    bool      // closed (loop's view)
-	paused  bool      // an admin listing is being built: read no more commands
+	client   *sched.Client // created on the first submit
+	worker   *sched.Worker // created on the first worker packet
+	ps       codec.Parser  // resumes the frame that gnet's buffer ends inside
+	pkt      codec.Packet
+	upd      sched.Update
+	iovs     [][]byte  // writeTails' scratch
+	spare    []outTail // the other half of tails, see takeHandOffs
+	body     []byte    // a large packet being read whole, see readBody
+	bodyLen  int       // the length of that packet; 0: none is being read
+	reserved int64     // the budget body's buffer took
+	refused  bool      // the budget refused it: its bytes are thrown away
+	got      int       // ... got of them so far
+	own      []byte    // the buffer cn.pkt lies in, when a submit may keep it
 
-	held    held.Queue          // replies waiting for a durable store's answers, see stored.go
-	onStore func(uint64, error) // cn.stored, made once
+	onStore     func(uint64, error) // cn.stored, made once
+	take, apply func()              // takeHandOffs, applyHandOffs, made once
+	gotTails    []outTail           // this event's share of tails
+	gotAcks     []error             // ... and of acks
+	base        int                 // where the Outbox lands in Out this event
 
 	exceptions atomic.Bool // forward WORK_EXCEPTION (read by Notify)
 
-	// mu guards what other goroutines hand to this connection: listener
-	// updates and wake-ups, gathered so a burst costs one gnet wake.
-	mu       sync.Mutex
-	outbox   []byte
-	tails    []outTail // large payloads that follow parts of outbox
+	// Under Lock: what other goroutines hand to this connection, beside
+	// the core's Outbox: listener updates, gathered so a burst costs one
+	// gnet wake.
+	tails    []outTail // large payloads that follow parts of Outbox
 	acks     []error   // the store's answers to held JOB_CREATEDs, in order
 	ackSpare []error
-	wakeSent bool
-	closed   bool
-	clientID []byte   // SET_CLIENT_ID, read by "workers" on other loops
-	listed   []byte   // an admin listing built off the loop, see list
-	late     *os.File // where a listing goes once the connection is closed, see orphan
-}
-
-// orphan keeps the socket of a connection that closes while its admin
-// listing is being built, so the listing still reaches the peer: clients
-// such as nc -N send a command and half-close, and gnet closes at EOF
-// where gearmand answers first. Not when replies gnet could not write yet
-// are pending, since they would come after the listing.
-func (cn *conn) orphan() *os.File {
-	if !cn.paused || cn.c.OutboundBuffered() > 0 {
-		return nil
-	}
-	fd, err := unix.Dup(cn.fd)
-	if err != nil {
-		return nil
-	}
-	unix.CloseOnExec(fd)
-	// Non-blocking like gnet's, so os.File writes through Go's poller and
-	// the write deadline below holds.
-	return os.NewFile(uintptr(fd), "gearman-admin")
-}
-
-// orphanTimeout bounds how long a closed connection's listing may take to
-// write: a peer that never reads does not keep the goroutine.
-const orphanTimeout = 30 * time.Second
-
-func writeOrphan(f *os.File, b []byte) {
-	f.SetWriteDeadline(time.Now().Add(orphanTimeout))
-	f.Write(b)
-	f.Close()
+	clientID []byte // SET_CLIENT_ID, read by "workers" on other loops
 }
 
 // outTail is a large payload handed to a connection by reference: it
-// follows outbox[:at], and body is held until it is written.
+// follows Outbox[:at], and body is held until it is written.
 type outTail struct {
 	at   int
 	data []byte
 	body *sharedBody
 }
 
-// traffic runs on the connection's loop for new bytes and for wakes.
-func (cn *conn) traffic() gnet.Action {
-	cn.mu.Lock()
-	cn.wakeSent = false
-	base := len(cn.out) // where the outbox lands in cn.out
-	tails := cn.tails
-	if len(tails) > 0 {
-		// Notify appends to the other array while these are written.
-		cn.tails, cn.spare = cn.spare, nil
-	}
-	if len(cn.outbox) > 0 {
-		if len(cn.out) == 0 {
-			cn.out, cn.outbox = cn.outbox, cn.out[:0] // swap, no copy
-		} else {
-			cn.out = append(cn.out, cn.outbox...)
-			cn.outbox = cn.outbox[:0]
-		}
-	}
-	listed := cn.listed
-	cn.listed = nil
-	acks := cn.acks
-	cn.acks = cn.ackSpare[:0]
-	cn.ackSpare = acks
-	cn.mu.Unlock()
-	if len(tails) > 0 {
-		cn.writeTails(base, tails)
-		clear(tails)
-		cn.spare = tails[:0]
-	}
-	cn.out = cn.held.Release(cn.out, acks, queueError)
-	if listed != nil {
-		// After what the outbox brought meanwhile, straight to gnet, which
-		// copies what the socket does not take: the connection keeps no
-		// buffer the size of the listing. Then parse below answers the
-		// commands that waited for it.
-		cn.writeTail(listed)
-		cn.paused = false
-	}
-
+// Traffic runs on the connection's loop for new bytes and for hand-offs
+// (gnetloop.Session).
+func (cn *conn) Traffic() gnet.Action {
+	cn.Receive(cn.take, cn.apply)
 	action := gnet.None
 	for {
-		if cn.body != nil {
+		if cn.bodyLen > 0 {
 			done, ok := cn.readBody()
 			if !ok {
 				// The peer left mid-packet. Replies this event made for
-				// other connections must still go out below.
+				// other connections must still go out (Finish).
 				action = gnet.Close
 				break
 			}
 			if !done {
 				break
 			}
-			cn.bodyPacket()
+			if !cn.bodyPacket() {
+				action = gnet.Close
+				break
+			}
 		}
-		if action = cn.parse(); action != gnet.None || cn.body == nil {
+		if action = cn.parse(); action != gnet.None || cn.bodyLen == 0 {
 			break
 		}
 	}
-	if !cn.flush() {
-		action = gnet.Close
+	return cn.Finish(action)
+}
+
+// takeHandOffs runs under Lock at the start of an event: the tails and
+// the store's answers become this event's, Notify appending to the other
+// arrays meanwhile.
+func (cn *conn) takeHandOffs() {
+	cn.base = len(cn.Out) // where the Outbox lands
+	cn.gotTails = cn.tails
+	if len(cn.gotTails) > 0 {
+		cn.tails, cn.spare = cn.spare, nil
 	}
-	// Replies this event produced for other connections of the loop.
-	for i, d := range cn.lp.dirty {
-		d.dirty = false
-		if d != cn && !d.gone && !d.flush() {
-			d.c.Close()
-		}
-		cn.lp.dirty[i] = nil
+	cn.gotAcks = cn.acks
+	cn.acks = cn.ackSpare[:0]
+	cn.ackSpare = cn.gotAcks
+}
+
+// applyHandOffs writes the large payloads in their places and lets the
+// JOB_CREATEDs the store answered go, before an off-loop listing.
+func (cn *conn) applyHandOffs() {
+	if tails := cn.gotTails; len(tails) > 0 {
+		cn.writeTails(cn.base, tails)
+		clear(tails)
+		cn.spare = tails[:0]
+		cn.gotTails = nil
 	}
-	cn.lp.dirty = cn.lp.dirty[:0]
-	return action
+	cn.Out = cn.Held.Release(cn.Out, cn.gotAcks, queueError)
+	cn.gotAcks = nil
 }
 
 // parse handles every whole frame gnet holds. A packet larger than
@@ -196,18 +160,18 @@ func (cn *conn) traffic() gnet.Action {
 // nothing says, is taken out of gnet's buffer into the parser's as it comes,
 // so that each event peeks only new bytes.
 func (cn *conn) parse() gnet.Action {
-	n := cn.c.InboundBuffered()
-	if n == 0 || n < cn.ps.Need() || cn.paused {
+	n := cn.C.InboundBuffered()
+	if n == 0 || n < cn.ps.Need() || cn.Paused {
 		return gnet.None
 	}
 	action := gnet.None
-	buf, _ := cn.c.Peek(n)
+	buf, _ := cn.C.Peek(n)
 	used := 0
 	for used < len(buf) {
 		consumed, frame, err := cn.ps.Parse(buf[used:], &cn.pkt)
 		if err != nil && !frame {
 			// The stream cannot be resynchronised: say why and hang up.
-			cn.out = appendStreamError(cn.out, err)
+			cn.Out = appendStreamError(cn.Out, err)
 			action = gnet.Close
 			break
 		}
@@ -225,12 +189,13 @@ func (cn *conn) parse() gnet.Action {
 			break
 		}
 		if err != nil {
-			cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
-			continue
+			cn.missingArgs(&cn.pkt)
+			action = gnet.Close
+			break
 		}
 		if cn.pkt.Text {
 			cn.admin(&cn.pkt)
-			if cn.paused {
+			if cn.Paused {
 				break // the rest waits in gnet's buffer for the listing
 			}
 		} else {
@@ -238,7 +203,7 @@ func (cn *conn) parse() gnet.Action {
 		}
 	}
 	if used > 0 { // gnet's Discard(0) would drop everything
-		cn.c.Discard(used)
+		cn.C.Discard(used)
 	}
 	return action
 }
@@ -251,17 +216,26 @@ const largeBody = 64 << 10
 
 // startBody begins assembling a large packet (cn.bodyLen bytes) from its
 // first bytes, prefix, in a pooled buffer that holds it all if there is
-// one, else in one sized for what has arrived (bodyCap).
+// one, else in one sized for what has arrived (bodyCap). The buffer is
+// taken from the memory budget; if the budget cannot give it, the packet
+// is refused (refuseBody).
 func (cn *conn) startBody(prefix []byte) {
 	b := bodies.take(cn.bodyLen)
 	if b == nil {
 		b = make([]byte, 0, bodyCap(cn.bodyLen, len(prefix)))
 	}
+	if !cn.Hold().Take(int64(cap(b))) {
+		bodies.put(b)
+		cn.refuseBody(len(prefix))
+		return
+	}
+	cn.reserved = int64(cap(b))
 	cn.body = append(b, prefix...)
 }
 
-// growBody makes room in cn.body for at least n more bytes. The old buffer
-// is left to the garbage collector: the pool wants whole packets' buffers.
+// growBody makes room in cn.body for at least n more bytes, or refuses the
+// packet if the memory budget cannot give them. The old buffer is left to
+// the garbage collector: the pool wants whole packets' buffers.
 func (cn *conn) growBody(n int) {
 	c := cap(cn.body)
 	for c-len(cn.body) < n {
@@ -270,27 +244,66 @@ func (cn *conn) growBody(n int) {
 	if c == cap(cn.body) {
 		return
 	}
+	if !cn.Hold().Take(int64(c - cap(cn.body))) {
+		cn.refuseBody(len(cn.body))
+		return
+	}
+	cn.reserved += int64(c - cap(cn.body))
 	cn.body = append(make([]byte, 0, c), cn.body...)
 }
 
-// readBody moves the large packet's bytes into cn.body: first what gnet has
-// buffered, then straight from the socket until it would block. done says
-// the packet is whole; !ok that the connection failed or hit EOF.
-func (cn *conn) readBody() (done, ok bool) {
-	if n := cn.c.InboundBuffered(); n > 0 {
-		take := min(n, cn.bodyLen-len(cn.body))
-		cn.growBody(take)
-		m, _ := cn.c.Read(cn.body[len(cn.body) : len(cn.body)+take])
-		cn.body = cn.body[:len(cn.body)+m]
+// refuseBody gives up the large packet being read, got bytes of it read,
+// because the memory budget is spent: the rest is read and thrown away,
+// and the peer is answered with an error once it has all been sent, so
+// that the connection goes on (refused says which).
+func (cn *conn) refuseBody(got int) {
+	cn.dropBody()
+	cn.refused, cn.got = true, got
+}
+
+// dropBody lets the packet's buffer go, back to the budget.
+func (cn *conn) dropBody() {
+	cn.body = nil
+	cn.Hold().Give(cn.reserved)
+	cn.reserved = 0
+}
+
+// have is how much of the large packet has arrived.
+func (cn *conn) have() int {
+	if cn.refused {
+		return cn.got
 	}
-	for len(cn.body) < cn.bodyLen {
-		if len(cn.body) == cap(cn.body) {
-			cn.growBody(1)
+	return len(cn.body)
+}
+
+// readBody moves the large packet's bytes into cn.body (or, refused, into
+// the loop's scratch): first what gnet has buffered, then straight from
+// the socket until it would block. done says the packet is whole; !ok
+// that the connection failed or hit EOF.
+func (cn *conn) readBody() (done, ok bool) {
+	for cn.have() < cn.bodyLen {
+		var room []byte
+		if !cn.refused {
+			if len(cn.body) == cap(cn.body) {
+				cn.growBody(min(max(cn.C.InboundBuffered(), 1), cn.bodyLen-len(cn.body)))
+			}
 		}
-		// Never past the packet: its successors belong to gnet's reads.
-		room := cn.body[len(cn.body):min(cap(cn.body), cn.bodyLen)]
-		n, err := unix.Read(cn.fd, room)
+		if cn.refused {
+			room = cn.gl.scratchOf(cn.bodyLen - cn.got)
+		} else {
+			// Never past the packet: its successors belong to gnet's reads.
+			room = cn.body[len(cn.body):min(cap(cn.body), cn.bodyLen)]
+		}
+		var n int
+		var err error
+		if b := cn.C.InboundBuffered(); b > 0 {
+			n, _ = cn.C.Read(room[:min(b, len(room))])
+		} else {
+			n, err = unix.Read(cn.Fd(), room)
+		}
 		switch {
+		case n > 0 && cn.refused:
+			cn.got += n
 		case n > 0:
 			cn.body = cn.body[:len(cn.body)+n]
 		case err == unix.EINTR:
@@ -305,14 +318,25 @@ func (cn *conn) readBody() (done, ok bool) {
 
 // bodyPacket handles the large packet assembled in cn.body. The buffer is
 // the packet's alone, so a submit hands it to the job instead of copying;
-// any other packet is done with it when its handler returns.
-func (cn *conn) bodyPacket() {
+// any other packet is done with it when its handler returns. A refused
+// one is answered with the memory budget's error. !ok: the packet is
+// missing arguments and the connection must close.
+func (cn *conn) bodyPacket() (ok bool) {
+	if cn.refused {
+		cn.refused, cn.got, cn.bodyLen = false, 0, 0
+		cn.Out = codec.AppendError(cn.Out, "MEMORY_ALLOCATION_FAILURE", "The server's memory budget is spent: packet refused")
+		return true
+	}
 	body := cn.body
-	cn.body, cn.bodyLen = nil, 0
+	// The packet is whole: it is no longer the peer's to hold. A job that
+	// keeps the buffer counts it as queued memory.
+	cn.Hold().Give(cn.reserved)
+	cn.body, cn.bodyLen, cn.reserved = nil, 0, 0
 	if n, err := codec.Parse(body, cn.srv.cfg.MaxPacket, &cn.pkt); err != nil || n != len(body) {
-		cn.out = codec.AppendError(cn.out, "INVALID_PACKET", "Packet is missing arguments")
+		cn.missingArgs(&cn.pkt)
 		bodies.put(body)
-		return
+		cn.pkt = codec.Packet{}
+		return false
 	}
 	cn.own = body
 	cn.packet(&cn.pkt)
@@ -321,6 +345,20 @@ func (cn *conn) bodyPacket() {
 	}
 	cn.own = nil
 	cn.pkt = codec.Packet{} // no reference into a buffer now reused
+	return true
+}
+
+// missingArgs notes a whole packet with fewer arguments than its type
+// takes; the caller closes the connection, without a reply. gearmand 1.1.20
+// reads the missing arguments on into the bytes that follow the packet:
+// once more bytes come it closes without a reply (a type with a data part:
+// the length left for the data goes below zero and cannot be allocated) or
+// never answers again (the others), and a lone packet waits. A peer that
+// sent one, such as a Perl worker's WORK_COMPLETE with a handle and no
+// result, sees its connection drop and reconnects; an ERROR reply would
+// make it give up instead.
+func (cn *conn) missingArgs(p *codec.Packet) {
+	cn.srv.log.Sugar().Infof("closing %s fd %d: %v packet is missing arguments", cn.ip, cn.Fd(), p.Type)
 }
 
 // largeTail is the payload size above which a reply is written with
@@ -328,86 +366,53 @@ func (cn *conn) bodyPacket() {
 // into the reply buffer first.
 const largeTail = 64 << 10
 
-// writeTail writes the pending replies followed by tail, in one writev.
-// Only the connection's own loop may call it.
-func (cn *conn) writeTail(tail []byte) {
-	if cn.held.Holding() {
-		cn.out = append(cn.out, tail...) // it waits with the rest
-		return
-	}
-	cn.iov[0], cn.iov[1] = cn.out, tail
-	cn.c.Writev(cn.iov[:])
-	cn.iov = [2][]byte{}
-	cn.out = cn.out[:0]
-}
-
 // maxIov bounds the slices of one writev: the kernel takes at most
 // IOV_MAX (1024), and gnet closes the connection on EINVAL.
 const maxIov = 256
 
-// writeTails writes the replies in cn.out together with the large payloads
+// writeTails writes the replies in cn.Out together with the large payloads
 // another loop handed over by reference (tails, at offsets from base in
-// cn.out), straight from their buffers with writev, and lets the buffers
+// cn.Out), straight from their buffers with writev, and lets the buffers
 // go. gnet copies what the socket does not take, so a buffer may be reused
-// as soon as Writev returns. What follows the last payload stays in cn.out.
+// as soon as Writev returns. What follows the last payload stays in cn.Out.
 // Replies that wait for the store take copies, to wait with the rest.
 func (cn *conn) writeTails(base int, tails []outTail) {
-	if cn.held.Holding() {
-		n := len(cn.out)
+	if cn.Held.Holding() {
+		n := len(cn.Out)
 		for _, t := range tails {
 			n += len(t.data)
 		}
 		out := make([]byte, 0, n)
 		prev := 0
 		for _, t := range tails {
-			out = append(out, cn.out[prev:base+t.at]...)
+			out = append(out, cn.Out[prev:base+t.at]...)
 			out = append(out, t.data...)
 			prev = base + t.at
 			t.body.drop()
 		}
-		cn.out = append(out, cn.out[prev:]...)
+		cn.Out = append(out, cn.Out[prev:]...)
 		return
 	}
 	iov := cn.iovs[:0]
 	prev := 0
 	for _, t := range tails {
-		iov = append(iov, cn.out[prev:base+t.at], t.data)
+		iov = append(iov, cn.Out[prev:base+t.at], t.data)
 		prev = base + t.at
 		if len(iov) >= maxIov {
-			cn.c.Writev(iov)
+			cn.C.Writev(iov)
 			clear(iov)
 			iov = iov[:0]
 		}
 	}
 	if len(iov) > 0 {
-		cn.c.Writev(iov)
+		cn.C.Writev(iov)
 		clear(iov)
 	}
 	cn.iovs = iov[:0]
-	cn.out = cn.out[:copy(cn.out, cn.out[prev:])]
+	cn.Out = cn.Out[:copy(cn.Out, cn.Out[prev:])]
 	for _, t := range tails {
 		t.body.drop()
 	}
-}
-
-// flush writes the pending replies; false means the peer is too far behind
-// and the connection should go.
-func (cn *conn) flush() bool {
-	cn.out = cn.held.HoldBack(cn.out)
-	if n := len(cn.out); n > 0 {
-		cn.c.Write(cn.out)
-		cn.out = cn.out[:0]
-		// Keep the buffer for the next event, unless a burst grew it far
-		// past what this one needed: idle connections must not pin megabytes.
-		if cap(cn.out) > 64<<10 && n < cap(cn.out)/4 {
-			cn.out = nil
-		}
-	}
-	if ob := cn.c.OutboundBuffered() + cn.held.Len(); ob > cn.srv.cfg.MaxOutbound {
-		cn.srv.log.Sugar().Warnf("closing %s fd %d: %d bytes of replies unread", cn.ip, cn.fd, ob)
-		return false
-	}
-	return true
 }
 
 func appendStreamError(dst []byte, err error) []byte {
@@ -422,55 +427,19 @@ func appendStreamError(dst []byte, err error) []byte {
 	return codec.AppendError(dst, "UNKNOWN_STATE", err.Error())
 }
 
-// local reports whether origin is this connection's own loop, i.e. the
-// caller runs on the goroutine that owns cn.out. If so it also queues cn
-// to be flushed at the end of the current event.
-func (cn *conn) local(origin any) bool {
-	if lp, ok := origin.(*loop); !ok || lp != cn.lp || cn.gone {
-		return false
-	}
-	if !cn.dirty {
-		cn.dirty = true
-		cn.lp.dirty = append(cn.lp.dirty, cn)
-	}
-	return true
-}
-
-// openOutbox locks the outbox for a hand-off from another goroutine; false
-// (and no lock held) means the connection is gone. sendOutbox unlocks it and
-// wakes the loop once per burst.
-func (cn *conn) openOutbox() bool {
-	cn.mu.Lock()
-	if cn.closed {
-		cn.mu.Unlock()
-		return false
-	}
-	return true
-}
-
-func (cn *conn) sendOutbox() {
-	wake := !cn.wakeSent
-	cn.wakeSent = true
-	cn.mu.Unlock()
-	if wake {
-		cn.srv.wakes.Add(1)
-		cn.c.Wake(nil)
-	}
-}
-
 // Wake implements sched.Waker: a sleeping worker gets a NOOP, unless a
 // drain hands out no more work.
 func (cn *conn) Wake(origin any) {
-	if cn.srv.draining.Load() {
+	if cn.srv.loop.Draining() {
 		return
 	}
-	if cn.local(origin) {
-		cn.out = appendNoop(cn.out)
+	if cn.Local(origin) {
+		cn.Out = appendNoop(cn.Out)
 		return
 	}
-	if cn.openOutbox() {
-		cn.outbox = appendNoop(cn.outbox)
-		cn.sendOutbox()
+	if cn.Open() {
+		cn.Outbox = appendNoop(cn.Outbox)
+		cn.Send()
 	}
 }
 
@@ -478,24 +447,24 @@ func appendNoop(dst []byte) []byte { return codec.AppendHeader(dst, codec.Res, c
 
 // Notify implements sched.Listener: forward a worker's report to this client.
 func (cn *conn) Notify(id uint64, u *sched.Update) {
-	if cn.local(u.Origin) {
+	if cn.Local(u.Origin) {
 		var tail []byte
-		if cn.out, tail = cn.appendUpdate(cn.out, id, u, true); tail != nil {
-			cn.writeTail(tail)
+		if cn.Out, tail = cn.appendUpdate(cn.Out, id, u, true); tail != nil {
+			cn.WriteTail(tail)
 		}
 		return
 	}
-	if cn.openOutbox() {
+	if cn.Open() {
 		// A large payload read into a buffer of its own is not copied:
 		// the outbox keeps a reference, written from by cn's loop.
 		body := reporting(u)
 		var tail []byte
-		cn.outbox, tail = cn.appendUpdate(cn.outbox, id, u, body != nil)
+		cn.Outbox, tail = cn.appendUpdate(cn.Outbox, id, u, body != nil)
 		if tail != nil {
 			body.hold()
-			cn.tails = append(cn.tails, outTail{at: len(cn.outbox), data: tail, body: body})
+			cn.tails = append(cn.tails, outTail{at: len(cn.Outbox), data: tail, body: body})
 		}
-		cn.sendOutbox()
+		cn.Send()
 	}
 }
 
@@ -504,8 +473,8 @@ func (cn *conn) Notify(id uint64, u *sched.Update) {
 // The loop's field is read by its own goroutine: the scheduler calls
 // Notify on the goroutine that reported u, which Origin names.
 func reporting(u *sched.Update) *sharedBody {
-	if lp, ok := u.Origin.(*loop); ok {
-		return lp.body
+	if lp, ok := u.Origin.(*gnetloop.Loop); ok {
+		return loopOf(lp).body
 	}
 	return nil
 }
@@ -552,42 +521,34 @@ func (cn *conn) appendUpdate(dst []byte, id uint64, u *sched.Update, split bool)
 	return codec.End(dst, start), nil
 }
 
-func (cn *conn) close() {
-	cn.gone = true
-	orphan := cn.orphan()
-	cn.mu.Lock()
-	cn.closed = true
-	cn.outbox = nil
+// Closed implements gnetloop.Session: the connection is gone.
+func (cn *conn) Closed() {
+	cn.Lock()
 	for _, t := range cn.tails {
 		t.body.drop()
 	}
 	cn.tails = nil
-	listed := cn.listed
-	cn.listed = nil
-	if listed == nil {
-		cn.late = orphan // the listing's goroutine writes it there
-	}
-	cn.mu.Unlock()
-	if listed != nil && orphan != nil {
-		go writeOrphan(orphan, listed)
-	}
+	cn.Unlock()
 	if cn.client != nil {
 		cn.client.Close()
 	}
 	if cn.worker != nil {
 		cn.worker.Close()
 	}
+	if cn.tls != nil {
+		cn.tls.EngineClosed()
+	}
 }
 
 func (cn *conn) id() []byte {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
+	cn.Lock()
+	defer cn.Unlock()
 	return cn.clientID
 }
 
 // workerRef returns the connection's worker for another goroutine's listing.
 func (cn *conn) workerRef() *sched.Worker {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
+	cn.Lock()
+	defer cn.Unlock()
 	return cn.worker
 }

@@ -23,8 +23,12 @@ func BenchmarkLargeResult(b *testing.B) {
 	}
 }
 
+// BenchmarkRoundTrip is BenchmarkLargeResult with a result of 16 bytes:
+// what one foreground job costs the server, its result crossing loops.
+func BenchmarkRoundTrip(b *testing.B) { benchLargeResult(b, 16) }
+
 func benchLargeResult(b *testing.B, n int) {
-	s := sched.New(sched.Config{Release: ReleasePayload})
+	s := sched.New(sched.Config{})
 	defer s.Close()
 	srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, Loops: 2, HandlePrefix: "H:b"}, s, nil)
 	if err := srv.Start(); err != nil {
@@ -61,7 +65,7 @@ func benchLargeResult(b *testing.B, n int) {
 	}
 	w.Close()
 	<-done
-	if srv.wakes.Load() == 0 {
+	if srv.loop.Wakes() == 0 {
 		b.Fatal("client and worker on one loop: no result crossed loops")
 	}
 }

@@ -30,7 +30,7 @@ const drainPoll = 10 * time.Millisecond
 // queued. Stop then closes everything; Drain must not run concurrently
 // with Stop.
 func (s *Server) Drain(ctx context.Context) error {
-	s.draining.Store(true)
+	s.loop.Drain()
 	s.closeGates() // TLS: refused at connect too; open ones go on
 	if err := s.closeListeners(); err != nil {
 		// OnOpen still closes every new connection at once.
@@ -54,12 +54,7 @@ func (s *Server) Drain(ctx context.Context) error {
 // first runs a no-op task (it queues behind that event); then, while any
 // connection has a hand-off pending, they all do so again.
 func (s *Server) flushLoops(ctx context.Context) error {
-	s.mu.Lock()
-	loops := make([]gnet.EventLoop, 0, len(s.loops))
-	for el := range s.loops {
-		loops = append(loops, el)
-	}
-	s.mu.Unlock()
+	loops := s.loop.Loops()
 	done := make(chan struct{}, len(loops))
 	barrier := gnet.RunnableFunc(func(context.Context) error {
 		done <- struct{}{}
@@ -88,10 +83,7 @@ func (s *Server) flushLoops(ctx context.Context) error {
 // goroutine that its loop has not taken yet.
 func (s *Server) handOffPending() bool {
 	for _, cn := range s.snapshot() {
-		cn.mu.Lock()
-		pending := !cn.closed && (cn.wakeSent || len(cn.outbox) > 0)
-		cn.mu.Unlock()
-		if pending {
+		if cn.Pending() {
 			return true
 		}
 	}
@@ -128,7 +120,7 @@ func (s *Server) closeListeners() error {
 			errs = append(errs, err)
 			continue
 		}
-		dup, err := s.eng.DupListener(network, addr)
+		dup, err := s.loop.Engine().DupListener(network, addr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a, err))
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/internal/servertest"
 	"switchyard/sched"
 )
 
@@ -46,11 +47,8 @@ func FuzzServer(f *testing.F) {
 			srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, HandlePrefix: "H:lap", Loops: 1, MaxPacket: 1 << 20}, s, nil)
 			// Every listing off the loop: the inline path is plain code,
 			// the pause and resume around a listing's goroutine is not.
-			srv.hooks.Store(&listHooks{inline: -1})
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			addr = srv.Addrs()[0].String()
+			srv.hooks.Store(&testHooks{inline: -1})
+			addr = servertest.Start(t, srv)
 		})
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

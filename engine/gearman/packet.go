@@ -5,6 +5,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/source"
 	"switchyard/sched"
 )
@@ -35,10 +36,10 @@ var jobNotFoundText = [...]string{
 	sched.Exception: "An exception was received for a job that does not exist",
 }
 
-// packet acts on one binary packet, appending any reply to cn.out.
+// packet acts on one binary packet, appending any reply to cn.Out.
 func (cn *conn) packet(p *codec.Packet) {
 	if p.Magic != codec.Req {
-		cn.out = codec.AppendError(cn.out, errInvalidMagic, textInvalidMagic)
+		cn.Out = codec.AppendError(cn.Out, errInvalidMagic, textInvalidMagic)
 		return
 	}
 	switch p.Type {
@@ -62,19 +63,19 @@ func (cn *conn) packet(p *codec.Packet) {
 	case codec.GetStatusUnique:
 		cn.getStatusUnique(p.Arg(0))
 	case codec.EchoReq:
-		cn.out = codec.AppendPacket(cn.out, codec.Res, codec.EchoRes, p.Arg(0))
+		cn.Out = codec.AppendPacket(cn.Out, codec.Res, codec.EchoRes, p.Arg(0))
 	case codec.OptionReq:
 		if string(p.Arg(0)) != "exceptions" {
-			cn.out = codec.AppendError(cn.out, errUnknownOption, textUnknownOption)
+			cn.Out = codec.AppendError(cn.Out, errUnknownOption, textUnknownOption)
 			return
 		}
 		cn.exceptions.Store(true)
-		cn.out = codec.AppendPacket(cn.out, codec.Res, codec.OptionRes, p.Arg(0))
+		cn.Out = codec.AppendPacket(cn.Out, codec.Res, codec.OptionRes, p.Arg(0))
 	case codec.SetClientID:
 		id := append([]byte(nil), p.Arg(0)...)
-		cn.mu.Lock()
+		cn.Lock()
 		cn.clientID = id
-		cn.mu.Unlock()
+		cn.Unlock()
 
 	case codec.CanDo:
 		cn.asWorker().CanDo(p.Arg(0), 0)
@@ -88,8 +89,8 @@ func (cn *conn) packet(p *codec.Packet) {
 		w := cn.asWorker()
 		// While draining, sleep for good: a NOOP would only bring a
 		// GRAB_JOB that gets NO_JOB, and then PRE_SLEEP again.
-		if !cn.srv.draining.Load() && w.Sleep() {
-			cn.out = appendNoop(cn.out)
+		if !cn.srv.loop.Draining() && w.Sleep() {
+			cn.Out = appendNoop(cn.Out)
 		} else {
 			// gearmand drops a sleeping worker's job timeout, so a job it
 			// still holds runs to the end without being offered to
@@ -114,16 +115,15 @@ func (cn *conn) packet(p *codec.Packet) {
 
 	default:
 		// Responses, SUBMIT_JOB_SCHED, ALL_YOURS and unknown types.
-		cn.out = codec.AppendError(cn.out, errInvalidCommand, textInvalidCommand)
+		cn.Out = codec.AppendError(cn.Out, errInvalidCommand, textInvalidCommand)
 	}
 }
 
+// asWorker makes the connection a worker at its first worker packet; the
+// worker is set under Lock for other goroutines' listings (workerRef).
 func (cn *conn) asWorker() *sched.Worker {
 	if cn.worker == nil {
-		w := cn.srv.sched.NewWorker(cn)
-		cn.mu.Lock()
-		cn.worker = w
-		cn.mu.Unlock()
+		gnetloop.Guarded(cn.Conn, &cn.worker, cn.srv.sched.NewWorker(cn))
 	}
 	return cn.worker
 }
@@ -141,7 +141,7 @@ func canDoTimeout(b []byte) time.Duration {
 }
 
 func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
-	req := sched.SubmitReq{Func: p.Arg(0), Unique: p.Arg(1), Priority: prio, Background: bg, Origin: cn.lp}
+	req := sched.SubmitReq{Func: p.Arg(0), Unique: p.Arg(1), Priority: prio, Background: bg, Origin: cn.Loop()}
 	switch p.Type {
 	case codec.SubmitJobEpoch:
 		req.When = parseInt(p.Arg(2))
@@ -153,7 +153,7 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 		req.Payload = p.Arg(2)
 	}
 	if len(req.Unique) > codec.MaxUniqueSize || len(req.Reducer) > codec.MaxUniqueSize {
-		cn.out = codec.AppendError(cn.out, errTooLarge, textUniqueTooLarge)
+		cn.Out = codec.AppendError(cn.Out, errTooLarge, textUniqueTooLarge)
 		return
 	}
 	if cn.own != nil {
@@ -179,10 +179,10 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 	switch err {
 	case nil:
 	case sched.ErrQueueFull:
-		cn.out = codec.AppendError(cn.out, errQueue, textQueueFull)
+		cn.Out = codec.AppendError(cn.Out, errQueue, textQueueFull)
 		return
 	default:
-		cn.out = codec.AppendError(cn.out, errQueue, err.Error())
+		cn.Out = codec.AppendError(cn.Out, errQueue, err.Error())
 		return
 	}
 	cn.appendJobCreated(id, req.Waiting)
@@ -207,21 +207,21 @@ func (cn *conn) getStatus(handle []byte) {
 		st = cn.srv.sched.Status(id)
 	}
 	var start int
-	cn.out, start = codec.Begin(cn.out, codec.Res, codec.StatusRes)
-	cn.out = append(cn.out, handle...)
-	cn.out = appendStatus(cn.out, st)
-	cn.out = codec.End(cn.out, start)
+	cn.Out, start = codec.Begin(cn.Out, codec.Res, codec.StatusRes)
+	cn.Out = append(cn.Out, handle...)
+	cn.Out = appendStatus(cn.Out, st)
+	cn.Out = codec.End(cn.Out, start)
 }
 
 func (cn *conn) getStatusUnique(unique []byte) {
 	st := cn.srv.sched.StatusUnique(unique)
 	var start int
-	cn.out, start = codec.Begin(cn.out, codec.Res, codec.StatusResUnique)
-	cn.out = append(cn.out, unique...)
-	cn.out = appendStatus(cn.out, st)
-	cn.out = append(cn.out, 0)
-	cn.out = strconv.AppendUint(cn.out, uint64(st.Clients), 10)
-	cn.out = codec.End(cn.out, start)
+	cn.Out, start = codec.Begin(cn.Out, codec.Res, codec.StatusResUnique)
+	cn.Out = append(cn.Out, unique...)
+	cn.Out = appendStatus(cn.Out, st)
+	cn.Out = append(cn.Out, 0)
+	cn.Out = strconv.AppendUint(cn.Out, uint64(st.Clients), 10)
+	cn.Out = codec.End(cn.Out, start)
 }
 
 // appendStatus appends "\0known\0running\0num\0den".
@@ -241,11 +241,11 @@ func boolDigit(b bool) byte {
 
 func (cn *conn) grab(t codec.Type) {
 	var j *sched.Job
-	if !cn.srv.draining.Load() { // a drain hands out no new work
+	if !cn.srv.loop.Draining() { // a drain hands out no new work
 		j = cn.asWorker().Grab()
 	}
 	if j == nil {
-		cn.out = codec.AppendHeader(cn.out, codec.Res, codec.NoJob, 0)
+		cn.Out = codec.AppendHeader(cn.Out, codec.Res, codec.NoJob, 0)
 		return
 	}
 	reply := codec.JobAssign
@@ -260,31 +260,31 @@ func (cn *conn) grab(t codec.Type) {
 		}
 	}
 	var start int
-	cn.out, start = codec.Begin(cn.out, codec.Res, reply)
-	cn.out = cn.srv.handles.Append(cn.out, j.ID())
-	cn.out = append(cn.out, 0)
-	cn.out = append(cn.out, j.Func()...)
-	cn.out = append(cn.out, 0)
+	cn.Out, start = codec.Begin(cn.Out, codec.Res, reply)
+	cn.Out = cn.srv.handles.Append(cn.Out, j.ID())
+	cn.Out = append(cn.Out, 0)
+	cn.Out = append(cn.Out, j.Func()...)
+	cn.Out = append(cn.Out, 0)
 	if reply != codec.JobAssign {
-		cn.out = append(cn.out, j.Unique()...)
-		cn.out = append(cn.out, 0)
+		cn.Out = append(cn.Out, j.Unique()...)
+		cn.Out = append(cn.Out, 0)
 	}
 	if reply == codec.JobAssignAll {
-		cn.out = append(cn.out, j.Reducer()...)
-		cn.out = append(cn.out, 0)
+		cn.Out = append(cn.Out, j.Reducer()...)
+		cn.Out = append(cn.Out, 0)
 	}
 	if p := j.Payload(); len(p) > largeTail {
-		cn.out = codec.EndTail(cn.out, start, len(p))
-		cn.writeTail(p)
+		cn.Out = codec.EndTail(cn.Out, start, len(p))
+		cn.WriteTail(p)
 		return
 	}
-	cn.out = append(cn.out, j.Payload()...)
-	cn.out = codec.End(cn.out, start)
+	cn.Out = append(cn.Out, j.Payload()...)
+	cn.Out = codec.End(cn.Out, start)
 }
 
 func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
 	u := &cn.upd // a field, so the hot path does not allocate one per packet
-	*u = sched.Update{Kind: kind, Origin: cn.lp}
+	*u = sched.Update{Kind: kind, Origin: cn.Loop()}
 	switch kind {
 	case sched.Status:
 		u.Data, u.Den = p.Arg(1), p.Arg(2)
@@ -299,14 +299,14 @@ func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
 		// one to write it gives the buffer back.
 		body = share(cn.own)
 		cn.own = nil
-		cn.lp.body = body
+		cn.gl.body = body
 	}
 	id, ok := cn.srv.handles.Parse(p.Arg(0))
 	if !ok || cn.worker == nil || cn.worker.Update(id, u) != nil {
-		cn.out = codec.AppendError(cn.out, errJobNotFound, jobNotFoundText[kind])
+		cn.Out = codec.AppendError(cn.Out, errJobNotFound, jobNotFoundText[kind])
 	}
 	if body != nil {
-		cn.lp.body = nil
+		cn.gl.body = nil
 		body.drop()
 	}
 	*u = sched.Update{}

@@ -1,18 +1,26 @@
 // Package gearman serves the Gearman protocol, binary and text admin, on
 // gnet event loops, translating packets into calls on the shared scheduler.
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. SUBMIT_JOB* -> Client.Submit (BG variants
+// without attaching; SUBMIT_JOB_EPOCH with When);
+// CAN_DO/CAN_DO_TIMEOUT/CANT_DO/ RESET_ABILITIES ->
+// Worker.CanDo/CantDo/Reset; GRAB_JOB* -> Worker.Grab; PRE_SLEEP ->
+// Worker.Sleep (true means send NOOP now; false, Worker.ClearTimeouts as
+// gearmand drops a sleeping worker's job timeout), Waker.Wake -> NOOP;
+// WORK_* -> Worker.Update; GET_STATUS(_UNIQUE) ->
+// Sched.Status/StatusUnique; admin -> Sched.Funcs, Jobs, Cancel,
+// CreateFunc, DropFunc, SetMaxQueue.
 package gearman
 
 import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"maps"
 	"net"
-	"runtime"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +28,9 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/gearman"
-	"switchyard/engine/listen"
+	"switchyard/engine/budget"
+	"switchyard/engine/internal/gnetloop"
+	"switchyard/engine/source"
 	"switchyard/engine/tlsgate"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
@@ -47,6 +57,9 @@ type Config struct {
 	MaxPacket int
 	// MaxOutbound closes a connection whose unread replies exceed it; 0 = 256 MiB.
 	MaxOutbound int
+	// Budget is the memory budget connections hold against (see
+	// engine/budget); nil: none.
+	Budget *budget.Budget
 	// Keepalive enables TCP keepalive with the given idle time, interval and count
 	// (zero values leave the system defaults).
 	Keepalive         bool
@@ -61,9 +74,10 @@ type Config struct {
 	// "shutdown" (graceful false) or "shutdown graceful" (true). nil makes
 	// both unknown commands, as they are in gearmand 1.1.20.
 	Shutdown func(graceful bool)
-	// MoreWorkers, if set, appends lines for the "workers" admin command
-	// after the connections': the workers other frontends serve.
-	MoreWorkers func(dst []byte) []byte
+	// MoreWorkers, if set, lists the other protocols' workers, which the
+	// "workers" admin command shows after Gearman's own connections: the
+	// scheduler's counts in "status" take them all in.
+	MoreWorkers func() []workerline.Worker
 	// Commands are text admin commands beyond gearmand's, by their first
 	// word in lower case ("cluster"): each is handed the other words and
 	// runs off the event loop; its reply is written as returned, line
@@ -71,32 +85,18 @@ type Config struct {
 	Commands map[string]func(args []string) string
 }
 
-// Server is a running Gearman frontend.
+// Server is a running Gearman frontend: a gnetloop.Server with this
+// package's sessions, and the TLS listeners (engine/tlsgate) that feed the
+// same loops.
 type Server struct {
-	gnet.BuiltinEventEngine
 	cfg     Config
 	sched   *sched.Sched
 	log     *zap.Logger
 	handles codec.Handles
+	loop    *gnetloop.Server
 
-	eng      gnet.Engine
-	addrs    []net.Addr // bound at boot, in the order of cfg.Addrs
-	bootErr  error      // why OnBoot refused to start
-	booted   chan struct{}
-	done     chan error
-	shutOnce sync.Once
-
-	gates    []*tlsgate.Gate // one per cfg.TLSAddrs
-	running  chan struct{}   // closed at the first OnTick: the event loops exist
-	tickOnce sync.Once
-
-	mu    sync.Mutex // guards conns and loops
-	conns map[*conn]struct{}
-	loops map[gnet.EventLoop]*loop
-	wakes atomic.Int64 // cross-goroutine hand-offs that cost a gnet wake
-	hooks atomic.Pointer[listHooks]
-
-	draining atomic.Bool // Drain was called: no new connections, no new work
+	gates []*tlsgate.Gate // one per cfg.TLSAddrs
+	hooks atomic.Pointer[testHooks]
 }
 
 // New prepares a server; Start binds and runs it.
@@ -107,12 +107,6 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if cfg.MaxPacket <= 0 {
 		cfg.MaxPacket = codec.DefaultMaxPacket
 	}
-	if cfg.MaxOutbound <= 0 {
-		cfg.MaxOutbound = 256 << 20
-	}
-	if cfg.Loops <= 0 {
-		cfg.Loops = runtime.NumCPU()
-	}
 	if cfg.Version == "" {
 		cfg.Version = "unknown"
 	}
@@ -122,16 +116,14 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// Large packets are read into pooled buffers the jobs keep
+	// (OwnPayload); they come back here when the jobs end.
+	s.SetRelease(source.Gearman, releasePayload)
 	return &Server{
 		cfg:     cfg,
 		sched:   s,
 		log:     log,
 		handles: codec.NewHandles(cfg.HandlePrefix),
-		booted:  make(chan struct{}),
-		running: make(chan struct{}),
-		done:    make(chan error, 1),
-		conns:   make(map[*conn]struct{}),
-		loops:   make(map[gnet.EventLoop]*loop),
 	}
 }
 
@@ -139,14 +131,12 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 // connections, or with the error that stopped them. A port of 0 binds a
 // port the kernel picks; Addrs tells which.
 func (s *Server) Start() error {
-	if err := checkAddrs(s.cfg.Addrs, len(s.cfg.TLSAddrs) > 0); err != nil {
-		return err
-	}
 	if err := s.listenTLS(); err != nil {
 		return err
 	}
-	addrs := s.cfg.Addrs
-	if len(addrs) == 0 {
+	lcfg := gnetloop.Config{Name: "gearman", Addrs: s.cfg.Addrs, AllowNoAddrs: len(s.gates) > 0,
+		Loops: s.cfg.Loops, MaxOutbound: s.cfg.MaxOutbound, Budget: s.cfg.Budget, Log: s.log}
+	if len(s.cfg.Addrs) == 0 && len(s.gates) > 0 {
 		// TLS only: gnet still wants a listener of its own.
 		ph, remove, err := tlsgate.Placeholder()
 		if err != nil {
@@ -154,54 +144,37 @@ func (s *Server) Start() error {
 			return err
 		}
 		defer remove()
-		addrs = []string{ph}
-	}
-	opts := []gnet.Option{
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(s.cfg.Loops),
-		gnet.WithReuseAddr(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(listen.Logger{L: s.log.Sugar()}),
+		lcfg.Listen = []string{ph}
 	}
 	if s.cfg.Keepalive {
 		idle := s.cfg.KeepaliveIdle
 		if idle <= 0 {
 			idle = 2 * time.Hour // the Linux default
 		}
-		opts = append(opts, gnet.WithTCPKeepAlive(idle))
+		lcfg.Options = append(lcfg.Options, gnet.WithTCPKeepAlive(idle))
 		if s.cfg.KeepaliveInterval > 0 {
-			opts = append(opts, gnet.WithTCPKeepInterval(s.cfg.KeepaliveInterval))
+			lcfg.Options = append(lcfg.Options, gnet.WithTCPKeepInterval(s.cfg.KeepaliveInterval))
 		}
 		if s.cfg.KeepaliveCount > 0 {
-			opts = append(opts, gnet.WithTCPKeepCount(s.cfg.KeepaliveCount))
+			lcfg.Options = append(lcfg.Options, gnet.WithTCPKeepCount(s.cfg.KeepaliveCount))
 		}
 	}
 	if len(s.gates) > 0 {
-		// See OnTick; and gnet's default RoundRobin balancer is not safe
-		// for the gates' Register calls.
-		opts = append(opts, gnet.WithTicker(true), gnet.WithLoadBalancing(gnet.LeastConnections))
+		// Registering a TLS connection fails until the loops exist; and
+		// gnet's default RoundRobin balancer is not safe for the gates'
+		// Register calls.
+		lcfg.WaitForLoops = true
+		lcfg.Options = append(lcfg.Options, gnet.WithLoadBalancing(gnet.LeastConnections))
 	}
-	go func() { s.done <- gnet.Rotate(s, addrs, opts...) }()
-	running := s.booted
-	if len(s.gates) > 0 {
-		running = s.running
-	}
-	select {
-	case <-running:
-		for _, g := range s.gates {
-			g.Start(s.eng)
-		}
-		return nil
-	case err := <-s.done:
+	s.loop = gnetloop.New(lcfg, s)
+	if err := s.loop.Start(); err != nil {
 		s.closeGates()
-		if err == nil {
-			err = s.bootErr
-		}
-		if err == nil {
-			err = errors.New("gearman: engine stopped before it started")
-		}
-		return fmt.Errorf("gearman: listen on %v: %w", s.cfg.Addrs, err)
+		return err
 	}
+	for _, g := range s.gates {
+		g.Start(s.loop.Engine())
+	}
+	return nil
 }
 
 // listenTLS binds cfg.TLSAddrs, with the plain listeners' keepalive.
@@ -233,52 +206,27 @@ func (s *Server) closeGates() {
 	}
 }
 
-// OnTick implements gnet.EventHandler; the ticker runs only when there are
-// TLS listeners. gnet calls OnBoot before it creates the event loops, and
-// registering a TLS connection fails until they exist; the first tick
-// comes after.
-func (s *Server) OnTick() (time.Duration, gnet.Action) {
-	s.tickOnce.Do(func() { close(s.running) })
-	return time.Hour, gnet.None
-}
-
 // Stop closes the listeners and every connection.
 func (s *Server) Stop(ctx context.Context) error {
-	var err error
-	s.shutOnce.Do(func() {
-		s.closeGates()
-		// gnet's Stop polls for the end every 500ms; the event loops are
-		// done as soon as Rotate returns, so wait for that instead.
-		go s.eng.Stop(ctx)
-		select {
-		case err = <-s.done:
-		case <-ctx.Done():
-			err = ctx.Err()
+	s.closeGates()
+	err := s.loop.Stop(ctx)
+	// The loops have closed every connection; the TLS ones still relay
+	// what was written to them before.
+	for _, g := range s.gates {
+		if werr := g.Wait(ctx); err == nil {
+			err = werr
 		}
-		// The loops have closed every connection; the TLS ones still
-		// relay what was written to them before.
-		for _, g := range s.gates {
-			if werr := g.Wait(ctx); err == nil {
-				err = werr
-			}
-		}
-	})
+	}
 	return err
 }
 
 // Conns is the number of open connections.
-func (s *Server) Conns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
+func (s *Server) Conns() int { return s.loop.Conns() }
 
 // Addrs returns the addresses the server listens on, one per Config.Addrs
 // and in that order, with the ports the kernel picked for port 0. It is
 // valid once Start has returned nil.
-func (s *Server) Addrs() []net.Addr {
-	return append([]net.Addr(nil), s.addrs...)
-}
+func (s *Server) Addrs() []net.Addr { return s.loop.Addrs() }
 
 // TLSAddrs returns the addresses of the TLS listeners, one per
 // Config.TLSAddrs and in that order, as Addrs does for the plain ones.
@@ -290,99 +238,28 @@ func (s *Server) TLSAddrs() []net.Addr {
 	return out
 }
 
-// OnBoot implements gnet.EventHandler. The listeners are bound by now, so
-// this is where the ports picked for port 0 can be read.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.eng = eng
-	addrs, err := boundAddrs(eng, s.cfg.Addrs)
-	if err != nil {
-		s.bootErr = err
-		return gnet.Shutdown
-	}
-	s.addrs = addrs
-	close(s.booted)
-	return gnet.None
-}
-
-// checkAddrs refuses an address list gnet could not tell apart; none at
-// all is fine only with TLS listeners.
-func checkAddrs(addrs []string, tls bool) error {
-	if err := listen.Check(addrs, tls); err != nil {
-		return fmt.Errorf("gearman: %w", err)
-	}
-	return nil
-}
-
-func boundAddrs(eng gnet.Engine, protoAddrs []string) ([]net.Addr, error) {
-	addrs, err := listen.Bound(eng, protoAddrs)
-	if err != nil {
-		return nil, fmt.Errorf("gearman: %w", err)
-	}
-	return addrs, nil
-}
-
-// OnOpen implements gnet.EventHandler.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if s.draining.Load() {
-		// Accepted before the listeners closed, or they could not be.
-		return nil, gnet.Close
-	}
-	cn := &conn{srv: s, c: c, lp: s.loopOf(c), fd: c.Fd(), ip: workerline.Peer(c.RemoteAddr(), c.LocalAddr())}
+// Open implements gnetloop.Handler: a new connection's session.
+func (s *Server) Open(c *gnetloop.Conn) gnetloop.Session {
+	gc := c.C
+	cn := &conn{Conn: c, srv: s, gl: loopOf(c.Loop()), ip: workerline.Peer(gc.RemoteAddr(), gc.LocalAddr())}
 	cn.ps.MaxSize = s.cfg.MaxPacket
-	if p := tlsgate.PeerOf(c); p != nil {
+	if p := tlsgate.PeerOf(gc); p != nil {
 		// A TLS connection: gnet's end is a socketpair, the peer is there.
 		cn.tls, cn.ip = p, workerline.Peer(p.RemoteAddr(), nil)
 	}
 	cn.exceptions.Store(s.cfg.Exceptions)
-	c.SetContext(cn)
-	s.mu.Lock()
-	s.conns[cn] = struct{}{}
-	s.mu.Unlock()
-	return nil, gnet.None
-}
-
-// loopOf returns the shared state of c's event loop.
-func (s *Server) loopOf(c gnet.Conn) *loop {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el := c.EventLoop()
-	lp := s.loops[el]
-	if lp == nil {
-		lp = &loop{}
-		s.loops[el] = lp
-	}
-	return lp
-}
-
-// OnClose implements gnet.EventHandler.
-func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	cn, _ := c.Context().(*conn)
-	if cn == nil {
-		return gnet.None
-	}
-	s.mu.Lock()
-	delete(s.conns, cn)
-	s.mu.Unlock()
-	cn.close()
-	if cn.tls != nil {
-		cn.tls.EngineClosed()
-	}
-	return gnet.None
-}
-
-// OnTraffic implements gnet.EventHandler: parse every complete packet in
-// the inbound buffer, act on each, then write all replies at once.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
-	cn := c.Context().(*conn)
-	return cn.traffic()
+	cn.onStore = cn.stored
+	cn.take, cn.apply = cn.takeHandOffs, cn.applyHandOffs
+	return cn
 }
 
 // snapshot returns the open connections ordered by fd, for "workers".
 func (s *Server) snapshot() []*conn {
-	s.mu.Lock()
-	out := slices.Collect(maps.Keys(s.conns))
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b *conn) int { return cmp.Compare(a.fd, b.fd) })
+	ss := s.loop.Sessions()
+	out := make([]*conn, len(ss))
+	for i, x := range ss {
+		out[i] = x.(*conn)
+	}
 	return out
 }
 

@@ -11,24 +11,24 @@ import codec "switchyard/codec/gearman"
 // appendJobCreated appends JOB_CREATED for id, held when the store has yet
 // to answer (waiting).
 func (cn *conn) appendJobCreated(id uint64, waiting bool) {
-	start := len(cn.out)
+	start := len(cn.Out)
 	var p int
-	cn.out, p = codec.Begin(cn.out, codec.Res, codec.JobCreated)
-	cn.out = cn.srv.handles.Append(cn.out, id)
-	cn.out = codec.End(cn.out, p)
+	cn.Out, p = codec.Begin(cn.Out, codec.Res, codec.JobCreated)
+	cn.Out = cn.srv.handles.Append(cn.Out, id)
+	cn.Out = codec.End(cn.Out, p)
 	if waiting {
-		cn.held.Mark(cn.out, start, len(cn.out))
+		cn.Held.Mark(cn.Out, start, len(cn.Out))
 	}
 }
 
 // stored is the scheduler's answer for a held JOB_CREATED. It runs on the
 // store's goroutine: the answer goes to the loop like a listener update.
 func (cn *conn) stored(_ uint64, err error) {
-	if !cn.openOutbox() {
+	if !cn.Open() {
 		return
 	}
 	cn.acks = append(cn.acks, err)
-	cn.sendOutbox()
+	cn.Send()
 }
 
 // queueError replaces a JOB_CREATED whose record did not make it to disk.

@@ -121,7 +121,7 @@ func TestLargeResultWaitsForStore(t *testing.T) {
 	c.send(req(codec.SubmitJobBg, "g", "s1", "stored"))
 	<-st.Queued
 	wc, cc := serverConn(t, srv, w), serverConn(t, srv, c)
-	if wc.lp == cc.lp {
+	if wc.Loop() == cc.Loop() {
 		t.Fatal("client and worker on one loop: the result would not cross")
 	}
 	big := strings.Repeat("r", largeTail+1)
@@ -130,9 +130,9 @@ func TestLargeResultWaitsForStore(t *testing.T) {
 	w.send(req(codec.WorkComplete, h, big), req(codec.EchoReq, "done"))
 	w.expect(res(codec.EchoRes, "done")) // the result is in c's outbox
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		cc.mu.Lock()
+		cc.Lock()
 		taken := len(cc.tails) == 0
-		cc.mu.Unlock()
+		cc.Unlock()
 		if taken { // by c's loop, while the JOB_CREATED waits
 			break
 		}
@@ -150,7 +150,7 @@ func TestLargeResultWaitsForStore(t *testing.T) {
 func serverConn(t *testing.T, srv *Server, p *peer) *conn {
 	t.Helper()
 	for _, cn := range srv.snapshot() {
-		if cn.c.RemoteAddr().String() == p.c.LocalAddr().String() {
+		if cn.C.RemoteAddr().String() == p.c.LocalAddr().String() {
 			return cn
 		}
 	}

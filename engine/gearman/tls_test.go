@@ -133,7 +133,7 @@ func TestTLSListingHalfClose(t *testing.T) {
 			ts := startTLSServer(t, Config{}, false)
 			release := make(chan struct{})
 			if offLoop {
-				ts.srv.hooks.Store(&listHooks{inline: -1, building: func() { <-release }})
+				ts.srv.hooks.Store(&testHooks{inline: -1, building: func() { <-release }})
 			}
 			c := ts.dial(t, false)
 			c.send(req(codec.SubmitJobBg, "f", "u", "x"))

@@ -16,6 +16,20 @@
 // Waker's Wake, a Listener's Notify, an Expirer's Expired), by the
 // receiver whose request caused it, or else by one of a few sender
 // goroutines, and its context goes back on the free list.
+//
+// # How it maps onto sched
+//
+// Its clients are tagged with its own Source (Client.SetSource), so that
+// Stats counts its jobs apart. READY -> NewWorker and CanDo per service;
+// it grabs (GrabAttempt: the JOB carries the attempt's timeout) or parks
+// like Periodic's GRAB_JOB: Sleep, and Wake means "grab and reply now". A
+// client's JOB -> Submit with a Listener, Timeout = the JOB's timeout,
+// QueueTimeout = --memodb-queue-timeout (its Fail leaves the request
+// unanswered); every worker message -> Worker.ExpectWithin (a heartbeat
+// while idle, the job's timeout and a heartbeat while it runs), whose
+// lapse (Expirer) sends an idle worker HEARTBEAT and forgets one that was
+// due to answer, its job requeued; RESULT -> Update(Complete); RESULT with
+// disconnecting, or a lapse -> Close.
 package memodb
 
 import (

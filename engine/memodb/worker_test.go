@@ -228,12 +228,12 @@ const goneWithin = time.Second
 func (f *fixture) gone(service string) {
 	f.t.Helper()
 	for deadline := time.Now().Add(goneWithin); ; time.Sleep(time.Millisecond) {
-		n, st, listing := f.srv.Workers(), statOf(f.sched, service), f.srv.AppendWorkers(nil)
+		n, st, listing := f.srv.Workers(), statOf(f.sched, service), f.srv.ListWorkers()
 		if n == 0 && st.Workers == 0 && len(listing) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("%v after the connection closed: %d workers, %+v, listing %q", goneWithin, n, st, listing)
+			f.t.Fatalf("%v after the connection closed: %d workers, %+v, listing %v", goneWithin, n, st, listing)
 		}
 	}
 }

@@ -75,6 +75,16 @@ type overview struct {
 	Run       quantiles     `json:"run"`
 	Protocols []protocolRow `json:"protocols"`
 	Series    series        `json:"series"`
+	Store     *storeJSON    `json:"store"` // null: no job store
+	// Refused counts the submits refused, by reason (see sched.Refusal).
+	Refused map[string]uint64 `json:"refused"`
+}
+
+// storeJSON is the job store's state on the status page.
+type storeJSON struct {
+	Up          bool   `json:"up"`
+	Failure     string `json:"failure"` // why it takes no writes
+	WriteErrors uint64 `json:"write_errors"`
 }
 
 // rates are per second.
@@ -152,6 +162,14 @@ func (s *Server) serveOverview(w http.ResponseWriter, _ *http.Request) {
 	}
 	var st sched.Stats
 	s.cfg.Sched.Stats(&st)
+	o.Refused = make(map[string]uint64, len(st.Refused))
+	for r, n := range st.Refused {
+		o.Refused[sched.Refusal(r).String()] = n
+	}
+	if s.cfg.Store != nil {
+		ss := s.cfg.Store()
+		o.Store = &storeJSON{Up: ss.Failure == "", Failure: ss.Failure, WriteErrors: ss.WriteErrors}
+	}
 	conns := map[string]int{}
 	for _, c := range s.conns() {
 		conns[c.Protocol] = c.Open()

@@ -92,7 +92,7 @@ func TestAPIOverview(t *testing.T) {
 	defer sc.Close()
 	srv := New(Config{Sched: sc, Version: "1.2.3", Protocol: func(s sched.Source) string {
 		return map[sched.Source]string{1: "gear"}[s]
-	}})
+	}, Store: func() StoreStats { return StoreStats{Failure: "no space left on device", WriteErrors: 1} }})
 	srv.AddConns(Conns{"gear", func() int { return 4 }})
 	c := sc.NewClient(nopListener{})
 	c.SetSource(1)
@@ -117,8 +117,20 @@ func TestAPIOverview(t *testing.T) {
 		Wait                     map[string]*float64
 		Protocols                []map[string]any
 		Series                   map[string][]*float64
+		Store                    *struct {
+			Up          bool
+			Failure     string
+			WriteErrors uint64 `json:"write_errors"`
+		}
+		Refused map[string]uint64
 	}
 	getJSON(t, srv, "/api/overview", &o)
+	if o.Store == nil || o.Store.Up || o.Store.Failure != "no space left on device" || o.Store.WriteErrors != 1 {
+		t.Errorf("store: %+v", o.Store)
+	}
+	if _, ok := o.Refused["queue_full"]; !ok || len(o.Refused) != int(sched.NumRefusals) {
+		t.Errorf("refused: %v", o.Refused)
+	}
 	if o.Version != "1.2.3" || o.State != "starting" || o.Functions != 1 || o.Jobs != 10 || o.Running != 1 {
 		t.Errorf("overview: %+v", o)
 	}

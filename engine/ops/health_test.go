@@ -3,6 +3,7 @@ package ops
 import (
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"switchyard/engine/ops/opstest"
@@ -26,6 +27,42 @@ func TestHealthz(t *testing.T) {
 		{"ready", func() { srv.SetReady(true) }, 200, "ok\n"},
 		{"stopping", func() { srv.SetReady(false) }, 503, "stopping\n"},
 		{"ready again after a stop", func() { srv.SetReady(true) }, 503, "stopping\n"},
+	} {
+		step.do()
+		if code, body := opstest.Get(t, url); code != step.code || body != step.words {
+			t.Errorf("%s: %d %q, want %d %q", step.name, code, body, step.code, step.words)
+		}
+	}
+}
+
+// A job store that takes no writes makes a ready server unhealthy, saying
+// why, until it takes them again; a server not ready says that first.
+func TestHealthzStore(t *testing.T) {
+	sc := sched.New(sched.Config{Tick: -1})
+	defer sc.Close()
+	var mu sync.Mutex
+	failure := ""
+	srv := startOps(t, Config{Sched: sc, Store: func() StoreStats {
+		mu.Lock()
+		defer mu.Unlock()
+		return StoreStats{Failure: failure}
+	}})
+	url := "http://" + srv.Addr().String() + "/healthz"
+	set := func(f string) {
+		mu.Lock()
+		failure = f
+		mu.Unlock()
+	}
+	for _, step := range []struct {
+		name  string
+		do    func()
+		code  int
+		words string
+	}{
+		{"starting, the store down", func() { set("no space left on device") }, 503, "starting\n"},
+		{"ready, the store down", func() { srv.SetReady(true) }, 503, "store failed: no space left on device\n"},
+		{"the store back", func() { set("") }, 200, "ok\n"},
+		{"stopping, the store down", func() { set("disk full"); srv.SetReady(false) }, 503, "stopping\n"},
 	} {
 		step.do()
 		if code, body := opstest.Get(t, url); code != step.code || body != step.words {

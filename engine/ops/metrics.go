@@ -26,6 +26,9 @@ var (
 	descRunTime    = prometheus.NewDesc("switchyard_job_run_seconds", "How long each attempt at a job lasted, from the grab to the worker's result, or to the job's return to its queue.", nil, nil)
 	descStoreBytes = prometheus.NewDesc("switchyard_store_bytes", "Disk space the job store's files take.", nil, nil)
 	descStoreSync  = prometheus.NewDesc("switchyard_store_sync_seconds", "How long the job store took to force its writes to disk: each fsync of the durable queue's write-ahead log, or each commit of the SQLite queue.", nil, nil)
+	descStoreUp    = prometheus.NewDesc("switchyard_store_up", "1 while the job store takes writes, 0 while it refuses them after a failed write (a full disk): submits that need it are refused.", nil, nil)
+	descStoreErrs  = prometheus.NewDesc("switchyard_store_write_errors_total", "Writes to the job store that failed: each that took the durable queue down and each failed attempt to bring it back, each failed SQLite transaction.", nil, nil)
+	descRefused    = prometheus.NewDesc("switchyard_submits_refused_total", "Submits refused, by reason: store (the job store could not keep the job, or was down), queue_full (the function's maxqueue), ended (the job has run: a remembered submit), whatever the protocol.", []string{"reason"}, nil)
 )
 
 // eventDescs are the per-protocol counters, one per sched.Event.
@@ -46,7 +49,7 @@ type collector struct{ s *Server }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descVersion, descBuild, descFunctions,
-		descConns, descQueueWait, descRunTime, descStoreBytes, descStoreSync} {
+		descConns, descQueueWait, descRunTime, descStoreBytes, descStoreSync, descStoreUp, descStoreErrs, descRefused} {
 		ch <- d
 	}
 	for _, d := range eventDescs {
@@ -79,6 +82,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- histogram(descQueueWait, &st.QueueWait)
 	ch <- histogram(descRunTime, &st.RunTime)
+	for r, n := range st.Refused {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), sched.Refusal(r).String())
+	}
 
 	for _, cn := range s.conns() {
 		ch <- prometheus.MustNewConstMetric(descConns, gauge, float64(cn.Open()), cn.Protocol)
@@ -87,6 +93,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ss := s.cfg.Store()
 		ch <- prometheus.MustNewConstMetric(descStoreBytes, gauge, float64(ss.Bytes))
 		ch <- prometheus.MustNewConstHistogram(descStoreSync, ss.Syncs, ss.SyncSeconds, ss.SyncBuckets)
+		up := 1.0
+		if ss.Failure != "" {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(descStoreUp, gauge, up)
+		ch <- prometheus.MustNewConstMetric(descStoreErrs, prometheus.CounterValue, float64(ss.WriteErrors))
 	}
 }
 

@@ -48,7 +48,7 @@ func TestMetrics(t *testing.T) {
 			var h sched.Histogram
 			h.Observe(3 * time.Millisecond)
 			n, sum, b := Cumulative(&h)
-			return StoreStats{Bytes: 12345, Syncs: n, SyncSeconds: sum, SyncBuckets: b}
+			return StoreStats{Bytes: 12345, Syncs: n, SyncSeconds: sum, SyncBuckets: b, Failure: "disk full", WriteErrors: 2}
 		}})
 	srv.AddConns(Conns{"one", func() int { return 7 }})
 
@@ -77,6 +77,11 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	w.Grab() // running: two's normal job
+	submit(one, "full", sched.Normal)
+	sc.SetMaxQueue([]byte("full"), [3]int{1, 1, 1})
+	if _, err := one.Submit(&sched.SubmitReq{Func: []byte("full"), Background: true}); err != sched.ErrQueueFull {
+		t.Fatal(err)
+	}
 
 	fams := opstest.Scrape(t, "http://"+srv.Addr().String()+"/metrics")
 	for _, c := range []struct {
@@ -100,8 +105,8 @@ func TestMetrics(t *testing.T) {
 		{"switchyard_function_workers", []string{"function=idle"}, 1},
 		{"switchyard_function_completed_total", []string{"function=resize"}, 1},
 		{"switchyard_function_failed_total", []string{"function=resize"}, 2},
-		{"switchyard_functions", nil, 3},
-		{"switchyard_jobs_submitted_total", []string{"protocol=one"}, 4},
+		{"switchyard_functions", nil, 4},
+		{"switchyard_jobs_submitted_total", []string{"protocol=one"}, 5},
 		{"switchyard_jobs_submitted_total", []string{"protocol=two"}, 1},
 		{"switchyard_jobs_submitted_total", []string{"protocol=3"}, 1},
 		{"switchyard_jobs_completed_total", []string{"protocol=one"}, 1},
@@ -115,6 +120,11 @@ func TestMetrics(t *testing.T) {
 		{"switchyard_connections", []string{"protocol=one"}, 7},
 		{"switchyard_store_bytes", nil, 12345},
 		{"switchyard_store_sync_seconds", nil, 1},
+		{"switchyard_store_up", nil, 0},
+		{"switchyard_store_write_errors_total", nil, 2},
+		{"switchyard_submits_refused_total", []string{"reason=queue_full"}, 1},
+		{"switchyard_submits_refused_total", []string{"reason=store"}, 0},
+		{"switchyard_submits_refused_total", []string{"reason=ended"}, 0},
 	} {
 		got, ok := fams.Value(c.name, c.labels...)
 		if !ok || got != c.want {

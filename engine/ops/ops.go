@@ -63,6 +63,11 @@ type StoreStats struct {
 	Syncs       uint64
 	SyncSeconds float64
 	SyncBuckets map[float64]uint64
+	// Failure is why the store takes no writes ("" while it does): a
+	// failed write (a full disk). /healthz answers 503 with it.
+	Failure string
+	// WriteErrors counts the store's failed writes.
+	WriteErrors uint64
 }
 
 // Conns counts one protocol's open connections.
@@ -165,20 +170,34 @@ func (s *Server) stateName() string {
 }
 
 // serveHealth is /healthz: 200 "ok" while ready, else 503 and why, for a
-// load balancer or an orchestrator's readiness probe.
+// load balancer or an orchestrator's readiness probe. A job store that
+// takes no writes makes a ready server unhealthy: every submit that needs
+// it is refused.
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	state := s.stateName()
-	if state == "ok" && s.cfg.Health != nil {
-		if err := s.cfg.Health(); err != nil {
-			state = err.Error()
+	if state == "ok" {
+		if f := s.storeFailure(); f != "" {
+			state = "store failed: " + f
+		} else if s.cfg.Health != nil {
+			if err := s.cfg.Health(); err != nil {
+				state = err.Error()
+			}
 		}
 	}
 	if state != "ok" {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	io.WriteString(w, state+"\n")
+}
+
+// storeFailure is why the job store takes no writes, or "".
+func (s *Server) storeFailure() string {
+	if s.cfg.Store == nil {
+		return ""
+	}
+	return s.cfg.Store().Failure
 }
 
 // Start listens on addr (host:port; port 0 lets the kernel pick one, see

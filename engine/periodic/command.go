@@ -20,38 +20,38 @@ var errNameless = errors.New("job func and name are required")
 func (cn *conn) clientCommand(m *codec.Message) gnet.Action {
 	switch m.Cmd {
 	case codec.Ping:
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Pong)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Pong)
 	case codec.SubmitJob:
 		if err := codec.DecodeJob(m.Data, &cn.job); err != nil {
-			cn.out = codec.AppendData(cn.out, m.ID, []byte(err.Error()))
+			cn.Out = codec.AppendData(cn.Out, m.ID, []byte(err.Error()))
 			break
 		}
-		waiting, err := cn.submitJob(&cn.job, cn.lp, cn.onStore)
+		waiting, err := cn.submitJob(&cn.job, cn.Loop(), cn.onStore)
 		if err != nil {
-			cn.out = codec.AppendData(cn.out, m.ID, []byte(err.Error()))
+			cn.Out = codec.AppendData(cn.Out, m.ID, []byte(err.Error()))
 			break
 		}
-		start := len(cn.out)
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Success)
+		start := len(cn.Out)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Success)
 		if waiting { // SUCCESS once a durable store has the job, see stored.go
-			cn.held.Mark(cn.out, start, len(cn.out))
+			cn.Held.Mark(cn.Out, start, len(cn.Out))
 			cn.ackIDs = append(cn.ackIDs, append([]byte(nil), m.ID...))
 		}
 	case codec.RemoveJob:
 		if err := codec.DecodeJob(m.Data, &cn.job); err != nil {
-			cn.out = codec.AppendData(cn.out, m.ID, []byte(err.Error()))
+			cn.Out = codec.AppendData(cn.Out, m.ID, []byte(err.Error()))
 			break
 		}
 		if _, err := cn.srv.sched.Remove(cn.job.Func, cn.job.Name); err != nil {
 			// The real server's words (its in-memory store's).
 			text := "Job " + string(cn.job.Func) + ":" + string(cn.job.Name) + " not exists."
-			cn.out = codec.AppendData(cn.out, m.ID, []byte(text))
+			cn.Out = codec.AppendData(cn.Out, m.ID, []byte(text))
 			break
 		}
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Success)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Success)
 	case codec.DropFunc:
 		cn.srv.sched.Purge(m.Data) // only when no worker has it; SUCCESS regardless
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Success)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Success)
 	case codec.Status:
 		cn.status(m.ID)
 	case codec.Dump:
@@ -59,7 +59,7 @@ func (cn *conn) clientCommand(m *codec.Message) gnet.Action {
 	case codec.Load:
 		return cn.load(m.Data)
 	default:
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Unknown)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Unknown)
 	}
 	return gnet.None
 }
@@ -99,7 +99,7 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 	switch m.Cmd {
 	case codec.GrabJob:
 		if len(cn.grabs) >= cn.srv.cfg.MaxGrabs {
-			cn.srv.log.Sugar().Warnf("periodic: closing worker %s: over %d GRAB_JOBs waiting", cn.c.RemoteAddr(), cn.srv.cfg.MaxGrabs)
+			cn.srv.log.Sugar().Warnf("periodic: closing worker %s: over %d GRAB_JOBs waiting", cn.C.RemoteAddr(), cn.srv.cfg.MaxGrabs)
 			return gnet.Close
 		}
 		cn.grabs = append(cn.grabs, len(cn.ids))
@@ -108,12 +108,12 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 	case codec.WorkDone:
 		handle, rest, _ := codec.NextArg(m.Data)
 		if id, ok := parseHandle(handle); ok {
-			w.Update(id, &sched.Update{Kind: sched.Complete, Data: rest, Origin: cn.lp})
+			w.Update(id, &sched.Update{Kind: sched.Complete, Data: rest, Origin: cn.Loop()})
 		}
 	case codec.WorkFail:
 		handle, _, _ := codec.NextArg(m.Data)
 		if id, ok := parseHandle(handle); ok {
-			w.Update(id, &sched.Update{Kind: sched.Fail, Origin: cn.lp})
+			w.Update(id, &sched.Update{Kind: sched.Fail, Origin: cn.Loop()})
 		}
 	case codec.SchedLater:
 		// handle, delay [, step]: split as the real server splits it, so a
@@ -133,11 +133,11 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 	case codec.CantDo:
 		w.CantDo(m.Data)
 	case codec.Sleep:
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Noop)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Noop)
 	case codec.Ping:
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Pong)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Pong)
 	default:
-		cn.out = codec.AppendReply(cn.out, m.ID, codec.Unknown)
+		cn.Out = codec.AppendReply(cn.Out, m.ID, codec.Unknown)
 	}
 	return gnet.None
 }
@@ -145,7 +145,7 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 // serveGrabs answers the waiting GRAB_JOBs, oldest first, while jobs are
 // due; then the worker sleeps until the scheduler wakes it.
 func (cn *conn) serveGrabs() {
-	for len(cn.grabs) > 0 && !cn.srv.draining.Load() {
+	for len(cn.grabs) > 0 && !cn.srv.loop.Draining() {
 		j := cn.worker.GrabAttempt(&cn.grab)
 		if j == nil {
 			if cn.worker.Sleep() {
@@ -157,7 +157,7 @@ func (cn *conn) serveGrabs() {
 		if len(cn.grabs) > 1 {
 			end = cn.grabs[1]
 		}
-		cn.out = cn.appendJobAssign(cn.out, cn.ids[cn.grabs[0]:end], j)
+		cn.Out = cn.appendJobAssign(cn.Out, cn.ids[cn.grabs[0]:end], j)
 		cn.grabs = cn.grabs[1:]
 		if len(cn.grabs) == 0 {
 			cn.grabs, cn.ids = cn.grabs[:0], cn.ids[:0]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/periodic"
+	"switchyard/engine/internal/servertest"
 	"switchyard/sched"
 )
 
@@ -49,11 +50,8 @@ func FuzzServer(f *testing.F) {
 			// resume around a goroutine are not.
 			s := sched.New(sched.Config{})
 			srv := New(Config{Addrs: []string{"tcp://127.0.0.1:0"}, Loops: 1, MaxFrame: 1 << 16}, s, nil)
-			srv.inlineFuncs, srv.inlineLoad = -1, -1
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			addr = srv.Addrs()[0].String()
+			srv.hooks.Store(&testHooks{inlineFuncs: -1, inlineLoad: -1})
+			addr = servertest.Start(t, srv)
 		})
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

@@ -25,47 +25,17 @@ const inlineLoad = 64 << 10
 // dumpFrameJobs is how many jobs one DUMP frame holds: the real server's 100.
 const dumpFrameJobs = 100
 
-// offLoop pauses the connection and runs work on its own goroutine. work
-// sends frames with send, which returns false once the connection is gone;
-// when work returns, the connection resumes, or closes if work said so.
+// offLoop runs work off the loop (gnetloop.Conn.OffLoop), from the
+// next frame's header on when the connection resumes.
 func (cn *conn) offLoop(work func(send func([]byte) bool) (keep bool)) {
-	cn.paused = true
 	cn.need = 0
-	max := cn.srv.cfg.MaxOutbound
-	go func() {
-		sent := make(chan error, 1)
-		send := func(b []byte) bool {
-			// One frame batch in flight at a time; the callback runs on the
-			// loop, where gnet's outbound buffer may be read: a peer that
-			// does not read is cut off as flush would.
-			err := cn.c.AsyncWrite(b, func(c gnet.Conn, err error) error {
-				if err == nil && c.OutboundBuffered() > max {
-					c.Close()
-				}
-				sent <- err
-				return nil
-			})
-			if err == nil {
-				err = <-sent
-			}
-			return err == nil
-		}
-		keep := work(send)
-		cn.mu.Lock()
-		if cn.closed {
-			cn.mu.Unlock()
-			return
-		}
-		cn.resumed = true
-		cn.failed = !keep
-		cn.kick()
-	}()
+	cn.OffLoop(work)
 }
 
 // status answers STATUS: one line per function, "func,workers,jobs,processing".
 func (cn *conn) status(msgID []byte) {
-	if cn.srv.sched.NumFuncs() <= cn.srv.inlineFuncs {
-		cn.out = cn.appendStatus(cn.out, msgID)
+	if funcs, _ := cn.srv.inline(); cn.srv.sched.NumFuncs() <= funcs {
+		cn.Out = cn.appendStatus(cn.Out, msgID)
 		return
 	}
 	id := append([]byte(nil), msgID...)
@@ -172,9 +142,9 @@ func (cn *conn) load(data []byte) gnet.Action {
 			return err
 		}
 	}
-	if len(data) <= cn.srv.inlineLoad {
-		if err := codec.DecodeJobList(data, each(cn.lp)); err != nil {
-			cn.srv.log.Sugar().Debugf("periodic: LOAD from %s: %v", cn.c.RemoteAddr(), err)
+	if _, load := cn.srv.inline(); len(data) <= load {
+		if err := codec.DecodeJobList(data, each(cn.Loop())); err != nil {
+			cn.srv.log.Sugar().Debugf("periodic: LOAD from %s: %v", cn.C.RemoteAddr(), err)
 			return gnet.Close
 		}
 		return gnet.None
@@ -182,7 +152,7 @@ func (cn *conn) load(data []byte) gnet.Action {
 	data = append([]byte(nil), data...) // gnet's buffer moves on
 	cn.offLoop(func(func([]byte) bool) bool {
 		if err := codec.DecodeJobList(data, each(nil)); err != nil {
-			cn.srv.log.Sugar().Debugf("periodic: LOAD from %s: %v", cn.c.RemoteAddr(), err)
+			cn.srv.log.Sugar().Debugf("periodic: LOAD from %s: %v", cn.C.RemoteAddr(), err)
 			return false
 		}
 		return true

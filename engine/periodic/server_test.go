@@ -15,6 +15,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/periodic"
+	"switchyard/engine/internal/servertest"
 	"switchyard/sched"
 )
 
@@ -59,17 +60,8 @@ func runServerWith(t *testing.T, loops int, setup func(*Server), extra ...string
 	if setup != nil {
 		setup(srv)
 	}
-	if err := srv.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return &testServer{Server: srv, s: s, clock: clk, addr: srv.Addrs()[0].String()}
+	addr := servertest.Run(t, srv)
+	return &testServer{Server: srv, s: s, clock: clk, addr: addr}
 }
 
 // advance moves the fake clock by d and fires the scheduler's timers.
@@ -300,7 +292,7 @@ func TestRemoveAndDrop(t *testing.T) {
 // Large STATUS and LOAD answers are built off the loop; the commands
 // pipelined behind them are answered after them, in order.
 func TestOffLoop(t *testing.T) {
-	ts := runServerWith(t, 1, func(s *Server) { s.inlineFuncs, s.inlineLoad = -1, -1 })
+	ts := runServerWith(t, 1, func(s *Server) { s.hooks.Store(&testHooks{inlineFuncs: -1, inlineLoad: -1}) })
 	c := dialKind(t, "tcp", ts.addr, codec.TypeClient)
 	var jobs []string
 	for i := 0; i < 250; i++ {

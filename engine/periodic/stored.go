@@ -10,13 +10,10 @@ import codec "switchyard/codec/periodic"
 // stored is the scheduler's answer for a held SUCCESS; it runs on the
 // store's goroutine and hands the answer to the loop.
 func (cn *conn) stored(_ uint64, err error) {
-	cn.mu.Lock()
-	if cn.closed {
-		cn.mu.Unlock()
-		return
+	if cn.Open() {
+		cn.acks = append(cn.acks, err)
+		cn.Send()
 	}
-	cn.acks = append(cn.acks, err)
-	cn.kick()
 }
 
 // releaseAcks applies the store's answers on the loop, one at a time: a
@@ -25,7 +22,7 @@ func (cn *conn) stored(_ uint64, err error) {
 func (cn *conn) releaseAcks(acks []error) {
 	for i := range acks {
 		cn.failID = cn.ackIDs[0]
-		cn.out = cn.held.Release(cn.out, acks[i:i+1], cn.onFail)
+		cn.Out = cn.Held.Release(cn.Out, acks[i:i+1], cn.onFail)
 		cn.ackIDs[0] = nil
 		cn.ackIDs = cn.ackIDs[1:]
 	}

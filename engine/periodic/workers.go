@@ -1,41 +1,33 @@
 package periodic
 
 import (
-	"cmp"
-	"maps"
-	"slices"
-
 	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
-// AppendWorkers appends a line for every Periodic worker connection to
-// dst, in the form of Gearman's "workers" admin listing (FD IP CLIENT-ID :
-// FUNC ...), highest fd first as Gearman's own lines: the scheduler's
-// worker counts take in every protocol's workers, and so does that
-// listing. Periodic has no client id ("-"); a unix socket's peer is
-// "unix:PATH" of the socket (workerline.Peer).
-func (s *Server) AppendWorkers(dst []byte) []byte {
-	s.mu.Lock()
-	ws := slices.Collect(maps.Keys(s.conns))
-	s.mu.Unlock()
-	slices.SortFunc(ws, func(a, b *conn) int { return cmp.Compare(b.fd, a.fd) })
-	var fns []string
-	for _, cn := range ws {
+// ListWorkers lists every Periodic worker connection, highest descriptor
+// first
+// (workerline): the scheduler's worker counts take in every protocol's
+// workers, and so do the listings. Periodic has no client id; a unix
+// socket's peer is "unix:PATH" of the socket (workerline.Peer).
+func (s *Server) ListWorkers() []workerline.Worker {
+	var out []workerline.Worker
+	ss := s.loop.Sessions()
+	for i := len(ss) - 1; i >= 0; i-- {
+		cn := ss[i].(*conn)
 		w := cn.workerRef()
 		if w == nil {
 			continue // a client, or a connection before its handshake
 		}
-		fns = w.Abilities(fns[:0])
-		dst = workerline.Append(dst, cn.fd, cn.peer, "", fns)
+		out = append(out, workerline.Worker{FD: cn.Fd(), Peer: cn.peer, Funcs: w.Abilities(nil)})
 	}
-	return dst
+	return out
 }
 
 // workerRef returns the connection's worker, nil before a worker's
 // handshake, for another goroutine's listing.
 func (cn *conn) workerRef() *sched.Worker {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
+	cn.Lock()
+	defer cn.Unlock()
 	return cn.worker
 }

@@ -1,6 +1,7 @@
-// Package workerline writes the lines of Gearman's "workers" admin
-// listing, which every protocol's workers appear in: gearmand's format,
-// "FD IP CLIENT-ID : FUNC ...", that gearadmin and monitoring tools parse.
+// Package workerline is how every protocol's workers are listed: one
+// record per worker, whatever its protocol (Worker), and how a listing
+// names a connection's peer. Gearman's "workers" admin command writes
+// them in gearmand's format; the operator endpoints show them too.
 package workerline
 
 import (
@@ -8,33 +9,22 @@ import (
 	"strconv"
 )
 
-// Append appends one line: fd (-1 for a worker with no connection of its
-// own), the peer, the client id ("-" if empty) and the functions.
-func Append[ID ~string | ~[]byte](dst []byte, fd int, peer string, id ID, funcs []string) []byte {
-	dst = strconv.AppendInt(dst, int64(fd), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, peer...)
-	dst = append(dst, ' ')
-	if len(id) == 0 {
-		dst = append(dst, '-')
-	} else {
-		dst = append(dst, id...)
-	}
-	dst = append(dst, " :"...)
-	for _, f := range funcs {
-		dst = append(dst, ' ')
-		dst = append(dst, f...)
-	}
-	return append(dst, '\n')
+// Worker is one worker as a listing shows it.
+type Worker struct {
+	// FD is its connection's descriptor, -1 for a worker with no
+	// connection of its own to the server (a controller's, a MemoDB one).
+	FD int
+	// Peer names where it is (see Peer): its IP, unix:PATH, or the
+	// protocol for a worker with no connection of its own.
+	Peer string
+	// ID is its client id ("" for none): SET_CLIENT_ID, or worker-N for a
+	// numbered worker.
+	ID    string
+	Funcs []string
 }
 
-// AppendNumbered appends the line of a worker with no connection of its
-// own to the server (a controller's, a MemoDB one): fd -1, and worker-N
-// for its client id.
-func AppendNumbered(dst []byte, peer string, n uint64, funcs []string) []byte {
-	var b [32]byte
-	return Append(dst, -1, peer, strconv.AppendUint(append(b[:0], "worker-"...), n, 10), funcs)
-}
+// Numbered is the ID of a worker known by a number (worker-N).
+func Numbered(n uint64) string { return "worker-" + strconv.FormatUint(n, 10) }
 
 // Peer is how a listing names a connection's peer: its IP, or for a unix
 // socket the peer's name, or the socket it came in on (local) if the peer

@@ -5,32 +5,11 @@ import (
 	"testing"
 )
 
-func TestAppend(t *testing.T) {
-	for _, tc := range []struct {
-		fd       int
-		peer, id string
-		funcs    []string
-		want     string
-	}{
-		{12, "127.0.0.1", "", nil, "12 127.0.0.1 - :\n"},
-		{12, "127.0.0.1", "client-7", []string{"f"}, "12 127.0.0.1 client-7 : f\n"},
-		{-1, "unix:/run/c.sock", "worker-3", []string{"a", "b"}, "-1 unix:/run/c.sock worker-3 : a b\n"},
-	} {
-		if got := string(Append([]byte("x\n"), tc.fd, tc.peer, tc.id, tc.funcs)); got != "x\n"+tc.want {
-			t.Errorf("Append(%d, %q, %q, %q) = %q, want %q", tc.fd, tc.peer, tc.id, tc.funcs, got, "x\n"+tc.want)
+func TestNumbered(t *testing.T) {
+	for n, want := range map[uint64]string{0: "worker-0", 7: "worker-7", 1 << 63: "worker-9223372036854775808"} {
+		if got := Numbered(n); got != want {
+			t.Errorf("Numbered(%d) = %q, want %q", n, got, want)
 		}
-		if got := string(Append(nil, tc.fd, tc.peer, []byte(tc.id), tc.funcs)); got != tc.want {
-			t.Errorf("Append with a []byte id = %q, want %q", got, tc.want)
-		}
-	}
-}
-
-func TestAppendNumbered(t *testing.T) {
-	if got, want := string(AppendNumbered(nil, "memodb", 7, []string{"a", "b"})), "-1 memodb worker-7 : a b\n"; got != want {
-		t.Errorf("AppendNumbered = %q, want %q", got, want)
-	}
-	if got, want := string(AppendNumbered(nil, "unix:/c.sock", 1<<63, nil)), "-1 unix:/c.sock worker-9223372036854775808 :\n"; got != want {
-		t.Errorf("AppendNumbered = %q, want %q", got, want)
 	}
 }
 

@@ -20,13 +20,26 @@
 //
 // A write that fails (a full disk) fails the store, not the process.
 // Pebble does not recover from a failed write: it panics, or calls its
-// logger's Fatalf, and its commit pipeline is unusable afterwards. So
-// every call into Pebble that writes runs on a goroutine of its own
-// (guard), whose panic or end becomes an error; the first such error
-// stops the store: every write queued after it is answered with an error,
-// in order, nothing more is written, and Close leaves the database as a
-// crash would, for the next Open to recover. Nothing is acknowledged that
-// Pebble did not report durable.
+// logger's Fatalf, and its commit pipeline is unusable afterwards (its own
+// comments say so: "The commit pipeline will be horked", and a failed
+// MANIFEST write is fatal by design). So every call into Pebble that
+// writes runs on a goroutine of its own (guard), whose panic or end
+// becomes an error, and the first such error takes the store down: every
+// write queued after it is answered with an error, in order, and nothing
+// more is written. Nothing is acknowledged that Pebble did not report
+// durable.
+//
+// A store that is down heals (heal.go): a goroutine probes the directory
+// with backoff until a file can be written and synced there again, then
+// the writer gives the failed database up (its files fenced: nothing it
+// still does reaches the disk), opens a new one on the same directory, as
+// a restart would, checks it as Open does, and makes its records match the
+// scheduler's live background jobs (what was refused is removed, what
+// ended meanwhile deleted, what changed rewritten) before it takes writes
+// again.
+//
+// Open refuses a store that lost acknowledged writes, naming the damaged
+// file (mark.go, verify.go), unless told to recover what it can.
 package durable
 
 import (
@@ -84,11 +97,21 @@ func ParseSync(s string) (Sync, error) {
 // ErrClosed is what writes queued after Close get.
 var ErrClosed = errors.New("durable: store closed")
 
+// Options are OpenWith's.
+type Options struct {
+	Sync Sync
+	// Recover opens a store that lost acknowledged writes with what can be
+	// read, where Open refuses it (--recover); Damage says what was lost.
+	Recover bool
+}
+
 // Store keeps jobs in a Pebble database.
 type Store struct {
-	db   *pebble.DB
 	dir  string
 	sync Sync
+	fs   vfs.FS   // the directory's file system, for the mark and the probe
+	lock *dirLock // held from Open to Close
+	base walFS    // what each database's fenceFS writes through
 
 	queue   *writeq.Queue[op] // waiting for the writer
 	stopped chan struct{}
@@ -105,21 +128,58 @@ type Store struct {
 	log      *logSyncs
 	answered atomic.Uint64
 
-	failed     atomic.Pointer[error] // the first failed write, if any
-	failedOnce sync.Once
-	failedCh   chan struct{} // closed once failed is set
+	cur     atomic.Pointer[incarnation] // the database writes go to
+	mark    *markFile
+	markRef atomic.Pointer[markFile] // mark, for Pebble's goroutines (markManifest)
 
-	unsynced  bool          // the last write went to the log without a sync (write's alone)
-	batches   atomic.Uint64 // commits made, for tests and metrics
-	cancelled atomic.Uint64 // puts not written, their jobs ended (cancelEnded)
+	// The writer's own.
+	sent     uint64 // batches handed to answer
+	unsynced bool   // the last write went to the log without a sync (write's alone)
+	keys     *idSet // the jobs with a record in the database, as written
+	seq      uint64 // batches written: the mark's order
+
+	attached atomic.Pointer[sched.Sched] // Attach: what a recovery makes the records match
+	damage   *DamageError                // what Open with Recover found
+
+	health      // down, up, and the healer
+	closing     chan struct{}
+	closeOnce   sync.Once
+	lastStats   atomic.Pointer[Stats] // what Stats reports while the store is down
+	batches     atomic.Uint64         // commits made, for tests and metrics
+	cancelled   atomic.Uint64         // puts not written, their jobs ended (cancelEnded)
+	recoverWait atomic.Bool           // an opRecover is queued
+}
+
+// incarnation is one Pebble database the store opened on its directory:
+// the first at Open, another after each recovery. A failed one is given
+// up, fenced, never closed.
+type incarnation struct {
+	s       *Store
+	db      *pebble.DB
+	fs      *fenceFS
+	failed  chan struct{} // closed once failure is set
+	failure atomic.Pointer[error]
+	once    sync.Once
+}
+
+// Failure is the error that failed this database, or nil.
+func (in *incarnation) Failure() error {
+	if p := in.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // written is a batch in the log, its sync not yet waited for.
 type written struct {
-	b     *pebble.Batch // nil if it was not written: err says why
-	ops   []op
-	err   error
-	whole []op // in the last batch of a Take: the slice to recycle
+	in     *incarnation
+	b      *pebble.Batch // nil if it was not written: err says why
+	ops    []op
+	err    error
+	whole  []op   // in the last batch of a Take: the slice to recycle
+	synced bool   // it needs a sync: the mark may advance to it once answered
+	seq    uint64 // its number, see Store.seq
+	jobs   int    // the jobs stored once it applies
 }
 
 // maxBatch bounds the bytes of one Pebble batch. Pebble makes a batch of
@@ -160,39 +220,36 @@ const (
 	opDelete
 	opFlush     // writes nothing: answered with the batch it ends up in
 	opCancelled // a put whose job ended in the queue: writes nothing, see cancelEnded
+	opRecover   // the healer's: open the store again if it is down, see reopen
 )
 
 // Open opens (or creates) the store in dir. A database that cannot be read
-// is an error naming it: never an empty queue in its place.
+// is an error naming it, and so is one that lost acknowledged jobs (a
+// *DamageError): never a smaller queue in its place.
 func Open(dir string, mode Sync) (*Store, error) {
-	return openFS(dir, mode, nil)
+	return openFS(dir, Options{Sync: mode}, nil)
 }
 
-// openFS is Open on fs (nil: the real file system).
-func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
-	s := &Store{dir: dir, sync: mode, queue: writeq.New[op](), stopped: make(chan struct{}), failedCh: make(chan struct{}),
-		log: newLogSyncs(mode == SyncNever)}
-	if fs == nil {
-		fs = vfs.Default
+// OpenWith is Open with options.
+func OpenWith(dir string, o Options) (*Store, error) { return openFS(dir, o, nil) }
+
+// openFS is OpenWith on fsys (nil: the real file system).
+func openFS(dir string, o Options, fsys vfs.FS) (*Store, error) {
+	if fsys == nil {
+		fsys = vfs.Default
 	}
-	opts := &pebble.Options{Logger: logger{s}, FS: walFS{FS: fs, syncs: s.log}, MemTableSize: memTableSize,
-		EventListener: &pebble.EventListener{BackgroundError: s.backgroundError}}
-	// Pebble takes a directory without CURRENT (which names the live
-	// MANIFEST) for a new database, and writes a new CURRENT and MANIFEST
-	// over what is there: a store that lost its CURRENT would fail one
-	// start and come back empty at the next. A directory that holds a
-	// store's files opens as that store or not at all.
-	found := storeFiles(fs, dir)
-	opts.ErrorIfNotExists = len(found) > 0
-	err := s.guard(func() (err error) { s.db, err = pebble.Open(dir, opts); return err })
-	if errors.Is(err, pebble.ErrDBDoesNotExist) {
-		return nil, fmt.Errorf("durable: open %s: no CURRENT file, yet the directory holds a store's files (%s): restore CURRENT, or move them away to start with an empty queue",
-			dir, strings.Join(found, " "))
+	s := &Store{dir: dir, sync: o.Sync, fs: fsys, queue: writeq.New[op](), stopped: make(chan struct{}),
+		closing: make(chan struct{}), log: newLogSyncs(o.Sync == SyncNever)}
+	s.health.init()
+	s.lock = &dirLock{FS: fsys}
+	s.base = walFS{FS: s.lock, syncs: s.log}
+	markManifest := s.markManifest
+	s.log.manifestSynced.Store(&markManifest)
+	if err := s.start(o.Recover); err != nil {
+		s.lock.release()
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("durable: open %s: %w", dir, err)
-	}
-	if mode != SyncAlways {
+	if o.Sync != SyncAlways {
 		s.syncing = make(chan written, syncDepth)
 		s.spare = make(chan *pebble.Batch, syncDepth+2)
 		go s.answer()
@@ -201,12 +258,33 @@ func openFS(dir string, mode Sync, fs vfs.FS) (*Store, error) {
 	return s, nil
 }
 
-// storeFiles lists the files of a Pebble database in dir.
+// openDB opens a Pebble database on the store's directory, behind a fence
+// of its own.
+func (s *Store) openDB(readOnly, mustExist bool) (*incarnation, error) {
+	in := &incarnation{s: s, failed: make(chan struct{}), fs: &fenceFS{FS: s.base}}
+	opts := &pebble.Options{Logger: logger{in}, FS: in.fs, MemTableSize: memTableSize, ReadOnly: readOnly,
+		ErrorIfNotExists: mustExist, EventListener: &pebble.EventListener{BackgroundError: in.backgroundError}}
+	if tuneForTest != nil {
+		tuneForTest(opts)
+	}
+	err := s.guard(in, func() (err error) { in.db, err = pebble.Open(s.dir, opts); return err })
+	if err != nil {
+		in.fs.fence() // whatever Pebble left running writes nothing more
+		return nil, err
+	}
+	return in, nil
+}
+
+// tuneForTest, if set, changes the options of every database opened: a
+// test's way to make a store of a given shape (no compactions).
+var tuneForTest func(*pebble.Options)
+
+// storeFiles lists the files of a Pebble database in dir, and the mark.
 func storeFiles(fs vfs.FS, dir string) []string {
 	names, _ := fs.List(dir) // none if dir does not exist yet
 	var out []string
 	for _, n := range names {
-		if n == "CURRENT" || strings.HasPrefix(n, "MANIFEST-") || strings.HasPrefix(n, "OPTIONS-") ||
+		if n == "CURRENT" || n == markName || strings.HasPrefix(n, "MANIFEST-") || strings.HasPrefix(n, "OPTIONS-") ||
 			strings.HasPrefix(n, "marker.") || strings.HasSuffix(n, ".log") || strings.HasSuffix(n, ".sst") {
 			out = append(out, n)
 		}
@@ -217,6 +295,13 @@ func storeFiles(fs vfs.FS, dir string) []string {
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
+
+// Damage is what Open with Recover found lost, or nil.
+func (s *Store) Damage() *DamageError { return s.damage }
+
+// Attach hands the store the scheduler whose live background jobs a
+// recovery makes its records match (sched.Resyncer).
+func (s *Store) Attach(sc *sched.Sched) { s.attached.Store(sc) }
 
 // Encode is the value Put writes for r (sched.Store): a copy, so r may
 // change once it returns.
@@ -267,11 +352,12 @@ func (s *Store) write() {
 	} else {
 		defer close(s.stopped)
 	}
-	var mark, sent uint64
+	var mark uint64
 	index := make(map[[keySize]byte]int) // cancelEnded's scratch
 	for {
-		if sent > 0 {
-			s.pace(mark, sent)
+		in := s.cur.Load()
+		if s.sent > 0 {
+			s.pace(in, mark, s.sent)
 		}
 		// Deletes go to the log without a sync (needsSync); one that a
 		// crash loses runs a finished job again. So that a crash re-runs
@@ -279,9 +365,7 @@ func (s *Store) write() {
 		// since the last put, the log is synced once the queue runs dry.
 		if s.unsynced && s.queue.Idle() {
 			s.unsynced = false
-			if err := s.guard(func() error { return s.db.LogData(nil, pebble.Sync) }); err != nil {
-				s.fail(fmt.Errorf("durable: sync %s: %w", s.dir, err))
-			}
+			s.syncIdle(in)
 		}
 		ops, ok := s.queue.Take()
 		if !ok {
@@ -290,17 +374,14 @@ func (s *Store) write() {
 		if s.sync != SyncAlways {
 			s.cancelled.Add(uint64(cancelEnded(ops, index)))
 		}
+		if s.recoverWait.Load() && slices.ContainsFunc(ops, func(o op) bool { return o.kind == opRecover }) {
+			mark = s.writeRecovering(ops, mark)
+			continue
+		}
 		switch s.sync {
 		case SyncBatch, SyncNever:
 			mark = s.log.begun.Load()
-			for rest := ops; len(rest) > 0; sent++ {
-				n := batchLen(rest)
-				w := s.write1(rest[:n])
-				if rest = rest[n:]; len(rest) == 0 {
-					w.whole = ops // answer recycles it
-				}
-				s.syncing <- w
-			}
+			s.send(ops, ops)
 			continue
 		case SyncAlways:
 			for i := range ops {
@@ -309,6 +390,61 @@ func (s *Store) write() {
 		}
 		s.queue.Recycle(ops)
 	}
+}
+
+// send writes ops as batches (SyncBatch) and hands them to answer; whole,
+// if not nil, is the slice to recycle once the last is answered.
+func (s *Store) send(ops, whole []op) {
+	for rest := ops; len(rest) > 0; s.sent++ {
+		n := batchLen(rest)
+		w := s.write1(rest[:n])
+		if rest = rest[n:]; len(rest) == 0 {
+			w.whole = whole
+		}
+		s.syncing <- w
+	}
+}
+
+// writeRecovering writes ops, which hold an opRecover: what comes before
+// it as usual (refused, the store being down), then the recovery, then the
+// rest, with the store up again or not. It returns pace's mark.
+func (s *Store) writeRecovering(ops []op, mark uint64) uint64 {
+	for rest := ops; len(rest) > 0; {
+		i := slices.IndexFunc(rest, func(o op) bool { return o.kind == opRecover })
+		if i < 0 {
+			i = len(rest)
+		}
+		if s.sync == SyncAlways {
+			for j := range rest[:i] {
+				s.commit(rest[j : j+1])
+			}
+		} else if i > 0 {
+			mark = s.log.begun.Load()
+			s.send(rest[:i], nil)
+		}
+		if i == len(rest) {
+			break
+		}
+		s.recoverWait.Store(false)
+		s.reopenFor(rest[i])
+		rest = rest[i+1:]
+	}
+	s.waitAnswered()
+	s.queue.Recycle(ops)
+	return mark
+}
+
+// syncIdle syncs the log, the queue having run dry after a write that
+// went without a sync, and advances the mark to it.
+func (s *Store) syncIdle(in *incarnation) {
+	if in.Failure() != nil {
+		return
+	}
+	if err := s.guard(in, func() error { return in.db.LogData(nil, pebble.Sync) }); err != nil {
+		s.fail(in, fmt.Errorf("durable: sync %s: %w", s.dir, err))
+		return
+	}
+	s.markSynced(in, s.seq, s.keys.Len())
 }
 
 // pace holds the next batch back (SyncBatch) until the log has ended a
@@ -320,16 +456,27 @@ func (s *Store) write() {
 // the log as one batch as the sync ends, when the log can take it into
 // its next sync at once; and a job that ends meanwhile never reaches it
 // (cancelEnded).
-func (s *Store) pace(mark, sent uint64) {
+func (s *Store) pace(in *incarnation, mark, sent uint64) {
 	if s.syncing == nil {
 		return
 	}
 	for s.log.ended.Load() <= mark && s.answered.Load() < sent {
 		select {
 		case <-s.log.wake:
-		case <-s.failedCh:
+		case <-in.failed:
 			return
 		}
+	}
+}
+
+// waitAnswered waits until answer is done with every batch sent: their
+// dones have run.
+func (s *Store) waitAnswered() {
+	if s.syncing == nil {
+		return
+	}
+	for s.answered.Load() < s.sent {
+		<-s.log.wake // answer sends a token after each batch
 	}
 }
 
@@ -383,105 +530,144 @@ func needsSync(ops []op) bool {
 
 // commit writes ops as one batch, waits for it to be durable as the Sync
 // mode says, and calls their dones: with nil once the batch is durable,
-// else with the error that failed the store.
+// else with the error that failed the store (SyncAlways).
 func (s *Store) commit(ops []op) {
-	err := s.Failure()
+	in := s.cur.Load()
+	err := in.Failure()
 	if err == nil {
-		if err = s.apply(ops); err != nil {
-			s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
-			err = s.Failure() // the first failure: this one, or the one that stopped apply
+		if err = s.apply(in, ops); err != nil {
+			s.fail(in, fmt.Errorf("durable: write to %s: %w", s.dir, err))
+			err = in.Failure() // the first failure: this one, or the one that stopped apply
 		}
 	} else {
 		err = &stoppedError{dir: s.dir, cause: err}
 	}
 	done(ops, err)
+	if err == nil {
+		s.markSynced(in, s.seq, s.keys.Len())
+	}
 }
 
-// apply commits ops as one Pebble batch.
-func (s *Store) apply(ops []op) error {
-	return s.guard(func() error {
-		b, err := s.build(ops)
-		if err != nil {
-			return err
-		}
+// apply commits ops as one Pebble batch and waits for its sync. The
+// batch is built here, and closed by guard's goroutine: if the database
+// fails, guard returns while Pebble may still hold it.
+func (s *Store) apply(in *incarnation, ops []op) error {
+	b := s.build(in, ops)
+	s.batches.Add(1)
+	return s.guard(in, func() error {
 		defer b.Close()
-		s.batches.Add(1)
 		return b.Commit(pebble.Sync)
 	})
 }
 
 // write1 writes ops as one batch to the log without waiting for its sync
-// (SyncBatch), for answer to wait for: or, if the store has failed, says
-// why they were not written. A batch that needs no sync (needsSync) is
-// applied without one, and answer only keeps it in order.
+// (SyncBatch), for answer to wait for: or, if the store is down, says why
+// they were not written. A batch that needs no sync (needsSync) is applied
+// without one, and answer only keeps it in order.
 func (s *Store) write1(ops []op) written {
-	if err := s.Failure(); err != nil {
-		return written{ops: ops, err: &stoppedError{dir: s.dir, cause: err}}
+	in := s.cur.Load()
+	if err := in.Failure(); err != nil {
+		return written{in: in, ops: ops, err: &stoppedError{dir: s.dir, cause: err}}
 	}
 	sync := needsSync(ops)
-	var b *pebble.Batch
-	err := s.guard(func() error {
+	// Built here, not on guard's goroutine, which may outlive guard (the
+	// database failed) and must then touch nothing of the writer's: ops
+	// are answered and recycled, the key set rebuilt. The batch stays
+	// with that goroutine: closed by it on an error, never reused.
+	b := s.build(in, ops)
+	s.batches.Add(1)
+	err := s.guard(in, func() error {
 		var err error
-		if b, err = s.build(ops); err != nil {
-			return err
-		}
-		s.batches.Add(1)
 		if sync {
-			err = s.db.ApplyNoSyncWait(b, pebble.Sync)
+			err = in.db.ApplyNoSyncWait(b, pebble.Sync)
 		} else {
-			err = s.db.Apply(b, pebble.NoSync)
+			err = in.db.Apply(b, pebble.NoSync)
 		}
 		if err != nil {
 			b.Close()
-			b = nil
 		}
 		return err
 	})
 	if err != nil {
-		s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
-		return written{ops: ops, err: s.Failure()}
+		s.fail(in, fmt.Errorf("durable: write to %s: %w", s.dir, err))
+		return written{in: in, ops: ops, err: in.Failure()}
 	}
+	w := written{in: in, ops: ops, synced: sync, seq: s.seq, jobs: s.keys.Len()}
 	if !sync {
 		s.reuse(b)
 		b = nil
 	}
+	w.b = b
 	s.unsynced = !sync // a sync covers every write before it
-	return written{b: b, ops: ops}
+	return w
 }
 
 // answer waits for each batch's sync, in the order written, and calls its
 // records' dones: one sync of the log covers every batch written before
-// it, so the answers come in the order of the writes.
+// it, so the answers come in the order of the writes. Once it has no
+// batch left to wait for, the mark advances to the last one synced.
 func (s *Store) answer() {
 	defer close(s.stopped)
+	var last written // the last batch synced, the mark not yet advanced to it
 	for w := range s.syncing {
 		err := w.err
 		if w.b != nil {
 			b := w.b
 			// On an error, b is closed on guard's goroutine, if ever: guard
 			// may return (the store failed) while SyncWait still runs.
-			if err = s.guard(func() error {
+			if err = s.guard(w.in, func() error {
 				err := b.SyncWait()
 				if err != nil {
 					b.Close()
 				}
 				return err
 			}); err != nil {
-				s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
-				err = s.Failure()
+				s.fail(w.in, fmt.Errorf("durable: write to %s: %w", s.dir, err))
+				err = w.in.Failure()
 			} else {
 				s.reuse(b)
+				last = w
 			}
 		}
 		done(w.ops, err)
 		if w.whole != nil {
 			s.queue.Recycle(w.whole)
 		}
+		if last.in != nil && len(s.syncing) == 0 {
+			s.markSynced(last.in, last.seq, last.jobs)
+			last = written{}
+		}
 		s.answered.Add(1)
 		select {
-		case s.log.wake <- struct{}{}: // for pace
+		case s.log.wake <- struct{}{}: // for pace and waitAnswered
 		default:
 		}
+	}
+}
+
+// markSynced advances the mark to batch seq, synced, after which jobs
+// were stored. A mark that cannot be written fails the store: what was
+// acknowledged is durable, and the next write is refused.
+func (s *Store) markSynced(in *incarnation, seq uint64, jobs int) {
+	wal, man := s.log.where()
+	err := s.mark.advance(mark{seq: seq, jobs: uint64(jobs), walNum: wal.num, walSynced: wal.synced,
+		manNum: man.num, manSynced: man.synced})
+	if err != nil {
+		s.fail(in, fmt.Errorf("durable: %s: %w", s.dir, err))
+	}
+}
+
+// markManifest records in the mark how far the MANIFEST is synced, after
+// Pebble synced it (a flush or a compaction recorded), on Pebble's
+// goroutine.
+func (s *Store) markManifest() {
+	mf := s.markRef.Load()
+	if mf == nil {
+		return // opening: the mark is made next
+	}
+	_, man := s.log.where()
+	if err := mf.refresh(man); err != nil {
+		s.fail(s.cur.Load(), fmt.Errorf("durable: %s: %w", s.dir, err))
 	}
 }
 
@@ -496,28 +682,36 @@ func (s *Store) reuse(b *pebble.Batch) {
 	}
 }
 
-// build puts ops in a batch: a spare one, else a new one.
-func (s *Store) build(ops []op) (*pebble.Batch, error) {
+// dropSpare closes the spare batches: they belong to the database given
+// up.
+func (s *Store) dropSpare() {
+	for s.spare != nil && len(s.spare) > 0 {
+		(<-s.spare).Close()
+	}
+}
+
+// build puts ops in a batch (a spare one, else a new one), notes which
+// jobs the database will hold once it applies, and counts the batch.
+func (s *Store) build(in *incarnation, ops []op) *pebble.Batch {
 	var b *pebble.Batch
 	select {
 	case b = <-s.spare:
 	default:
-		b = s.db.NewBatch()
+		b = in.db.NewBatch()
 	}
+	// Set and Delete fail only on an indexed batch, which these are not.
 	for i := range ops {
-		var err error
 		switch ops[i].kind {
 		case opPut:
-			err = b.Set(ops[i].key[:], ops[i].val, nil)
+			b.Set(ops[i].key[:], ops[i].val, nil)
+			s.keys.add(keyID(&ops[i].key))
 		case opDelete:
-			err = b.Delete(ops[i].key[:], nil)
-		}
-		if err != nil {
-			b.Close()
-			return nil, err
+			b.Delete(ops[i].key[:], nil)
+			s.keys.remove(keyID(&ops[i].key))
 		}
 	}
-	return b, nil
+	s.seq++
+	return b
 }
 
 // done calls the dones of a batch's records with its outcome.
@@ -529,12 +723,12 @@ func done(ops []op, err error) {
 	}
 }
 
-// guard runs f, a call into Pebble, on a goroutine of its own and returns
-// its error; a panic, or the goroutine's end (the logger's Fatalf), is an
-// error too. If the store fails meanwhile (Pebble gave up on another
-// goroutine), guard stops waiting for f, which may never return: Pebble
-// may wait for a flush that will not come.
-func (s *Store) guard(f func() error) error {
+// guard runs f, a call into in's database, on a goroutine of its own and
+// returns its error; a panic, or the goroutine's end (the logger's
+// Fatalf), is an error too. If the database fails meanwhile (Pebble gave
+// up on another goroutine), guard stops waiting for f, which may never
+// return: Pebble may wait for a flush that will not come.
+func (s *Store) guard(in *incarnation, f func() error) error {
 	ch := make(chan error, 1)
 	go func() {
 		returned := false
@@ -550,7 +744,7 @@ func (s *Store) guard(f func() error) error {
 				}
 				return
 			}
-			ch <- errGaveUp // runtime.Goexit, from Fatalf: s.Failure says why
+			ch <- errGaveUp // runtime.Goexit, from Fatalf: in.Failure says why
 		}()
 		err := f()
 		returned = true
@@ -559,46 +753,41 @@ func (s *Store) guard(f func() error) error {
 	select {
 	case err := <-ch:
 		if err == errGaveUp {
-			if ferr := s.Failure(); ferr != nil {
+			if ferr := in.Failure(); ferr != nil {
 				return ferr
 			}
 		}
 		return err
-	case <-s.failedCh:
-		return s.Failure()
+	case <-in.failed:
+		return in.Failure()
 	}
 }
 
 var errGaveUp = errors.New("pebble gave up")
 
-// fail records err as the store's failure, unless one is recorded.
-func (s *Store) fail(err error) {
-	s.failedOnce.Do(func() {
-		s.failed.Store(&err)
-		close(s.failedCh)
+// fail records err as in's failure, unless one is recorded; if in is the
+// database writes go to, the store is down (health.go).
+func (s *Store) fail(in *incarnation, err error) {
+	in.once.Do(func() {
+		in.failure.Store(&err)
+		if s.cur.Load() == in {
+			s.down(err) // before any write is refused for it: Health says why first
+		}
+		close(in.failed)
 	})
 }
 
-// Failed is closed once a write has failed and the store has stopped
-// taking writes; Failure says why.
-func (s *Store) Failed() <-chan struct{} { return s.failedCh }
+// Failure is why the store takes no writes, or nil while it does.
+func (s *Store) Failure() error { return s.cur.Load().Failure() }
 
-// Failure is the error that stopped the store, or nil.
-func (s *Store) Failure() error {
-	if p := s.failed.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// stoppedError answers a write queued after the store failed.
+// stoppedError answers a write queued while the store is down.
 type stoppedError struct {
 	dir   string
 	cause error
 }
 
 func (e *stoppedError) Error() string {
-	return fmt.Sprintf("durable: %s takes no writes since one failed (%v); restart switchyard to recover it", e.dir, e.cause)
+	return fmt.Sprintf("durable: %s takes no writes since one failed (%v); it takes them again once it can write there", e.dir, e.cause)
 }
 
 func (e *stoppedError) Unwrap() error { return e.cause }
@@ -606,7 +795,7 @@ func (e *stoppedError) Unwrap() error { return e.cause }
 // Load calls fn for every stored job in id order (sched.Store). A record
 // that does not decode stops it with an error naming the store.
 func (s *Store) Load(fn func(*sched.Record) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyJob}, UpperBound: []byte{keyJob + 1}})
+	it, err := s.cur.Load().db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyJob}, UpperBound: []byte{keyJob + 1}})
 	if err != nil {
 		return fmt.Errorf("durable: read %s: %w", s.dir, err)
 	}
@@ -631,27 +820,38 @@ func (s *Store) Load(fn func(*sched.Record) error) error {
 	return nil
 }
 
-// Close writes what is queued, then closes the database. A store that
-// failed is left as it is, as a crash would leave it, and Close returns
-// its failure: Pebble cannot close a database whose write failed, and the
-// next Open recovers what is on disk.
+// Close writes what is queued, then closes the database. A store that is
+// down is left as it is, as a crash would leave it, and Close returns
+// why: Pebble cannot close a database whose write failed, and the next
+// Open recovers what is on disk.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closing) })
 	s.queue.Close()
 	<-s.stopped
-	if err := s.Failure(); err != nil {
-		return err
+	s.health.mu.Lock()
+	s.health.closed = true // no healer starts now: Wait may begin
+	s.health.mu.Unlock()
+	s.healer.Wait()
+	in := s.cur.Load()
+	err := in.Failure()
+	if err != nil {
+		in.fs.fence()
+	} else {
+		s.dropSpare()
+		err = s.guard(in, in.db.Close)
 	}
-	if s.spare != nil {
-		for len(s.spare) > 0 {
-			(<-s.spare).Close()
-		}
+	if cerr := s.mark.close(); err == nil {
+		err = cerr
 	}
-	return s.guard(s.db.Close)
+	if lerr := s.lock.release(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // logger drops Pebble's informational logging; errors reach the caller.
 // Fatalf is Pebble giving up on a write (a full disk): see giveUp.
-type logger struct{ s *Store }
+type logger struct{ in *incarnation }
 
 func (logger) Infof(string, ...any)  {}
 func (logger) Errorf(string, ...any) {}
@@ -662,7 +862,7 @@ func (l logger) Fatalf(format string, args ...any) {
 			err.cause = e
 		}
 	}
-	l.s.giveUp(err)
+	l.in.giveUp(err)
 }
 
 // fatalError is what Pebble's Fatalf said, and the error it was given.
@@ -675,25 +875,28 @@ func (e *fatalError) Error() string { return e.msg }
 func (e *fatalError) Unwrap() error { return e.cause }
 
 // backgroundError is Pebble failing a flush or a compaction on its own
-// goroutines. One the disk refused (full, or failing) fails the store:
+// goroutines. One the disk refused (full, or failing) fails the database:
 // Pebble would retry the flush at once, for ever, while commits wait for
 // it. Other background errors (a compaction cancelled) are Pebble's
 // business.
-func (s *Store) backgroundError(err error) {
+func (in *incarnation) backgroundError(err error) {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		switch errno {
 		case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EIO, syscall.EROFS:
-			s.giveUp(err)
+			in.giveUp(err)
 		}
+	}
+	if errors.Is(err, errFenced) {
+		runtime.Goexit() // a given-up database: its goroutine stops here
 	}
 }
 
-// giveUp fails the store with err and ends the calling goroutine, which
-// runs Pebble's work: guard turns that into an error; one of Pebble's own
-// goroutines stops, and with it what it would have retried.
-func (s *Store) giveUp(err error) {
-	s.fail(fmt.Errorf("durable: write to %s: %w", s.dir, err))
+// giveUp fails the database with err and ends the calling goroutine,
+// which runs Pebble's work: guard turns that into an error; one of
+// Pebble's own goroutines stops, and with it what it would have retried.
+func (in *incarnation) giveUp(err error) {
+	in.s.fail(in, fmt.Errorf("durable: write to %s: %w", in.s.dir, err))
 	runtime.Goexit()
 }
 

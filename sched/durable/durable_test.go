@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
-	"github.com/cockroachdb/pebble/vfs/errorfs"
 
 	"switchyard/sched"
 )
@@ -80,7 +78,7 @@ func (fs *syncFS) count(sync func() error) error {
 func openSyncs(t testing.TB, dir string, mode Sync) (*Store, *syncFS) {
 	t.Helper()
 	fs := &syncFS{FS: vfs.Default}
-	s, err := openFS(dir, mode, fs)
+	s, err := openFS(dir, Options{Sync: mode}, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,117 +361,6 @@ func TestStoreInUse(t *testing.T) {
 	}
 }
 
-// A write the disk refuses, whichever of Pebble's files it was for, fails
-// the store and not the process: that write and every later one are
-// answered with an error saying why, nothing acknowledged before is lost,
-// and the next Open recovers the database.
-func TestFailedWrite(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		file string // in the name of the file whose writes fail
-	}{
-		{"log", ".log"},           // the write-ahead log: a commit fails
-		{"sstable", ".sst"},       // a flush fails on Pebble's goroutine; commits would wait for it
-		{"manifest", "MANIFEST-"}, // a flush's MANIFEST edit fails: Pebble's Fatalf
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			var full, dead atomic.Bool
-			fs := &lockFS{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-				if op.OpKind() == errorfs.OpKindWrite && (dead.Load() || full.Load() && strings.Contains(filepath.Base(path), tc.file)) {
-					return syscall.ENOSPC
-				}
-				return nil
-			}))}
-			s, err := openFS(dir, SyncBatch, fs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			acked := map[uint64]bool{}
-			for id := uint64(1); id <= 10; id++ {
-				if err := s.Save(&sched.Record{ID: id, Func: "f"}); err != nil {
-					t.Fatal(err)
-				}
-				acked[id] = true
-			}
-			full.Store(true)
-
-			// Records of 4 KiB, 64 at a time, until one fails: a flush
-			// comes after a few hundred KiB.
-			payload := make([]byte, 4096)
-			var failed error
-			for id := uint64(11); failed == nil; {
-				if id > 20000 {
-					t.Fatal("80 MB written, no write failed")
-				}
-				answers := make(chan [2]any, 64)
-				for range 64 {
-					id++
-					this := id
-					s.Put(this, s.Encode(&sched.Record{Func: "f", Payload: payload}), func(err error) { answers <- [2]any{this, err} })
-				}
-				for range 64 {
-					select {
-					case a := <-answers:
-						if err, _ := a[1].(error); err != nil {
-							if failed == nil {
-								failed = err
-							}
-						} else {
-							acked[a[0].(uint64)] = true
-						}
-					case <-time.After(30 * time.Second):
-						t.Fatal("a write unanswered after 30s")
-					}
-				}
-			}
-			if !errors.Is(failed, syscall.ENOSPC) || !strings.Contains(failed.Error(), dir) {
-				t.Errorf("the failed write: %v; want ENOSPC and the directory", failed)
-			}
-			err = s.Save(&sched.Record{ID: 1 << 40, Func: "f"})
-			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "restart") {
-				t.Errorf("a write after the failure: %v; want ENOSPC and what to do", err)
-			}
-			if err := s.Close(); !errors.Is(err, syscall.ENOSPC) {
-				t.Errorf("close of the failed store: %v", err)
-			}
-			// What the end of the process does: the failed store writes
-			// nothing more and its lock goes. The disk has room again.
-			dead.Store(true)
-			fs.lock.Close()
-
-			s = open(t, dir, SyncBatch)
-			defer s.Close()
-			got := map[uint64]bool{}
-			for _, id := range ids(t, s) {
-				got[id] = true
-			}
-			for id := range acked {
-				if !got[id] {
-					t.Fatalf("acknowledged job %d lost (%d acknowledged, %d kept)", id, len(acked), len(got))
-				}
-			}
-			if got[1<<40] {
-				t.Error("the write refused after the failure was kept")
-			}
-			t.Logf("%d acknowledged, %d kept; %v", len(acked), len(got), failed)
-		})
-	}
-}
-
-// lockFS keeps the lock Pebble takes on the directory, for a test to
-// release as the end of the process would: a failed store keeps it.
-type lockFS struct {
-	vfs.FS
-	lock io.Closer
-}
-
-func (fs *lockFS) Lock(name string) (io.Closer, error) {
-	c, err := fs.FS.Lock(name)
-	fs.lock = c
-	return c, err
-}
-
 // BenchmarkReplay1M is a restart with a million jobs queued (issue 9: in
 // under 10 s): Open the store, as a kill -9 left it, and Replay every job
 // into a scheduler. The store is written once, through a scheduler as
@@ -615,7 +502,7 @@ func TestZeroFilledLog(t *testing.T) {
 	if root, err := mem.OpenDir(""); err != nil || root.Sync() != nil {
 		t.Fatalf("sync the root: %v", err)
 	}
-	s, err := openFS("db", SyncBatch, mem)
+	s, err := openFS("db", Options{Sync: SyncBatch}, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,7 +548,7 @@ func TestZeroFilledLog(t *testing.T) {
 	mem.ResetToSyncedState()
 	mem.SetIgnoreSyncs(false)
 
-	s, err = openFS("db", SyncBatch, mem)
+	s, err = openFS("db", Options{Sync: SyncBatch}, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -732,7 +619,7 @@ func wait(t *testing.T, ch chan error) {
 func TestEndedNeverWritten(t *testing.T) {
 	dir := t.TempDir()
 	fs := newHeldFS()
-	s, err := openFS(dir, SyncBatch, fs)
+	s, err := openFS(dir, Options{Sync: SyncBatch}, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -816,7 +703,7 @@ func TestEndedNeverWritten(t *testing.T) {
 // sync ends, and a flood larger than maxBatch as several.
 func TestOneBatchPerSync(t *testing.T) {
 	fs := newHeldFS()
-	s, err := openFS(t.TempDir(), SyncBatch, fs)
+	s, err := openFS(t.TempDir(), Options{Sync: SyncBatch}, fs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ func putKey(k *[keySize]byte, id uint64) {
 	binary.BigEndian.PutUint64(k[1:], id)
 }
 
+// keyID is the job id in a job's key.
+func keyID(k *[keySize]byte) uint64 { return binary.BigEndian.Uint64(k[1:]) }
+
 // The value of a job record:
 //
 //	version (1 or 2), priority, flags (bit 0: RetryForever, bit 1:

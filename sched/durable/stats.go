@@ -19,12 +19,27 @@ type Stats struct {
 }
 
 // Stats reads the store's figures from Pebble: a few locks of its own
-// held briefly, none the writer waits on for long.
+// held briefly, none the writer waits on for long. While the store is
+// down they are the last read before: its database is given up. (After a
+// recovery, the sync counts start again from zero, as after a restart.)
 func (s *Store) Stats() Stats {
-	m := s.db.Metrics()
+	in := s.cur.Load()
+	if in.Failure() != nil {
+		if p := s.lastStats.Load(); p != nil {
+			return *p
+		}
+		return Stats{}
+	}
+	st := in.stats(s.sync)
+	s.lastStats.Store(&st)
+	return st
+}
+
+func (in *incarnation) stats(mode Sync) Stats {
+	m := in.db.Metrics()
 	st := Stats{DiskBytes: m.DiskSpaceUsage()}
 	h := m.LogWriter.FsyncLatency
-	if h == nil || s.sync == SyncNever { // Pebble times syncs the log's file does not make
+	if h == nil || mode == SyncNever { // Pebble times syncs the log's file does not make
 		return st
 	}
 	var out dto.Metric

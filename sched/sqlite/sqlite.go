@@ -72,8 +72,11 @@ type Store struct {
 	queue   *writeq.Queue[op] // waiting for the writer
 	stopped chan struct{}
 
-	statsMu sync.Mutex
-	commits sched.Histogram // how long each transaction took to commit, see Stats
+	statsMu     sync.Mutex
+	commits     sched.Histogram // how long each transaction took to commit, see Stats
+	writeErrors uint64          // transactions that failed
+	failure     error           // the last transaction's error, until one commits
+	changed     chan struct{}   // closed when failure is set or cleared, then replaced
 
 	// The writer's own (Load fills them before any write is queued).
 	keys map[uint64]rowKey // the row each stored job is under
@@ -107,7 +110,8 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
 	}
-	s := &Store{cfg: cfg, queue: writeq.New[op](), stopped: make(chan struct{}), keys: make(map[uint64]rowKey)}
+	s := &Store{cfg: cfg, queue: writeq.New[op](), stopped: make(chan struct{}), keys: make(map[uint64]rowKey),
+		changed: make(chan struct{})}
 	if cfg.StoreOnShutdown {
 		s.held = make(map[uint64][]byte)
 	}
@@ -298,11 +302,40 @@ func (s *Store) commit(ops []op) {
 	if err != nil {
 		err = fmt.Errorf("sqlite: write to %s: %w", s.cfg.Path, err)
 	}
+	s.noteWrite(err, slices.ContainsFunc(ops, func(o op) bool { return o.kind == opPut }))
 	for i := range ops {
 		if ops[i].done != nil {
 			ops[i].done(err)
 		}
 	}
+}
+
+// noteWrite counts a transaction that failed, and keeps its error as the
+// store's failure until one that inserted (puts) commits: for /healthz and
+// the metrics. (One that only deletes proves nothing: a full disk takes
+// it.) Each transaction stands alone (a failed one changes nothing), so
+// the store takes writes again as soon as the disk does.
+func (s *Store) noteWrite(err error, puts bool) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if err != nil {
+		s.writeErrors++
+	} else if !puts {
+		return
+	}
+	if (err == nil) != (s.failure == nil) {
+		s.failure = err
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+}
+
+// Watch is closed once the store's Failure is set or cleared after the
+// call: read Stats then, and Watch again.
+func (s *Store) Watch() <-chan struct{} {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.changed
 }
 
 // keep is commit for StoreOnShutdown: the rows wait in memory for Close.
@@ -528,6 +561,10 @@ type Stats struct {
 	// Commits times each transaction's commit, which is where SQLite syncs
 	// the file (unless Config.NoSync).
 	Commits sched.Histogram
+	// WriteErrors counts the transactions that failed; Failure is the last
+	// one's error, until a transaction commits.
+	WriteErrors uint64
+	Failure     error
 }
 
 // Stats reads the store's figures.
@@ -539,7 +576,7 @@ func (s *Store) Stats() Stats {
 		}
 	}
 	s.statsMu.Lock()
-	st.Commits = s.commits
+	st.Commits, st.WriteErrors, st.Failure = s.commits, s.writeErrors, s.failure
 	s.statsMu.Unlock()
 	return st
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -266,6 +267,61 @@ func TestWriteError(t *testing.T) {
 	}
 	exec(t, path, "CREATE TABLE gearman_queue ( unique_key TEXT, function_name TEXT, priority INTEGER, data BLOB, when_to_run INTEGER, PRIMARY KEY (unique_key, function_name))")
 	save(t, s, &sched.Record{ID: 3, Func: "f", Unique: "w"})
+}
+
+// A full database (SQLite's max_page_count, as a full disk would) fails
+// the writes: Stats says so and counts them, Watch tells of it, and the
+// first transaction that commits once there is room clears it.
+func TestFullDiskShows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	s := open(t, Config{Path: path})
+	defer s.Close()
+	save(t, s, &sched.Record{ID: 1, Func: "f", Unique: "u"})
+	if st := s.Stats(); st.Failure != nil || st.WriteErrors != 0 {
+		t.Fatalf("stats before: %+v", st)
+	}
+	ctx := context.Background()
+	var pages int64
+	if err := s.conn.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		t.Fatal(err)
+	}
+	changed := s.Watch()
+	big := strings.Repeat("x", 64<<10)
+	ch := make(chan error, 1)
+	s.Put(2, s.Encode(&sched.Record{ID: 2, Func: "f", Unique: "v", Payload: []byte(big)}), func(err error) { ch <- err })
+	if err := <-ch; err == nil || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("a write to a full database: %v", err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Watch did not tell of the failure")
+	}
+	if st := s.Stats(); st.Failure == nil || st.WriteErrors != 1 {
+		t.Fatalf("stats once full: %+v", st)
+	}
+	// A delete commits on a full disk, and proves nothing.
+	s.Delete(1)
+	flush(t, s)
+	if st := s.Stats(); st.Failure == nil {
+		t.Fatalf("stats after a delete committed on a full disk: %+v", st)
+	}
+	changed = s.Watch()
+	if _, err := s.conn.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
+		t.Fatal(err)
+	}
+	save(t, s, &sched.Record{ID: 3, Func: "f", Unique: "w", Payload: []byte(big)})
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Watch did not tell of the recovery")
+	}
+	if st := s.Stats(); st.Failure != nil || st.WriteErrors != 1 {
+		t.Fatalf("stats once there is room: %+v", st)
+	}
 }
 
 // Every sync mode keeps what it acknowledged across a reopen; writes from

@@ -102,6 +102,20 @@ async function refreshOverview() {
   $("version").textContent = "version " + o.version + (o.revision ? " (" + o.revision.slice(0, 12) + ")" : "");
   $("state").textContent = o.state;
   $("state").className = "state " + o.state;
+  // The job store: its state beside the server's, and why it takes no
+  // writes, in full, while it does not.
+  const store = $("store"), failure = $("store-failure");
+  store.hidden = !o.store;
+  if (o.store) {
+    store.textContent = o.store.up ? "store ok" : "store failed";
+    store.className = "state " + (o.store.up ? "ok" : "down");
+    store.title = o.store.failure || "";
+  }
+  failure.hidden = !o.store || o.store.up;
+  failure.textContent = o.store && !o.store.up
+    ? "The job store takes no writes: " + o.store.failure +
+      ". Submits that need it are refused (" + fmtInt(o.refused.store || 0) + " so far); it retries by itself."
+    : "";
   $("uptime").textContent = fmtUptime(o.uptime);
   $("updated").textContent = "updated " + new Date().toLocaleTimeString();
   $("rate-submitted").textContent = fmtRate(o.rates.submitted);
@@ -144,6 +158,32 @@ async function refreshOverview() {
   }
   $("functions-count").textContent = "(" + fmtInt(o.functions) + " known)";
   markLoaded("overview");
+}
+
+// refreshCluster shows the cluster on a node of one (/api/cluster is
+// there only then): this node's role and term, and every member.
+async function refreshCluster() {
+  let c;
+  try {
+    c = await getJSON("api/cluster");
+  } catch (e) {
+    return; // a single server, or unreachable: the overview says which
+  }
+  $("cluster").hidden = false;
+  $("cluster-summary").textContent = "(this node: " + c.id + ", " + c.role + ", term " + c.term +
+    ", leader " + (c.leader || "none") + ", commit " + fmtInt(c.commit_index) + ", applied " + fmtInt(c.applied_index) + ")";
+  const tbody = $("members").tBodies[0];
+  tbody.textContent = "";
+  for (const m of c.members || []) {
+    const tr = document.createElement("tr");
+    tr.dataset.node = m.id;
+    cell(tr, m.id + (m.id === c.id ? " (this node)" : ""));
+    cell(tr, m.addr);
+    cell(tr, m.leader ? "leader" : m.voter ? "follower" : "non-voter", "role");
+    cell(tr, m.lag < 0 ? "–" : fmtInt(m.lag), "lag", m.lag < 0 ? undefined : m.lag);
+    tbody.appendChild(tr);
+  }
+  $("cluster").dataset.loaded = "1";
 }
 
 function query() {
@@ -230,5 +270,7 @@ for (const th of $("functions").tHead.rows[0].cells) {
 
 refreshOverview();
 refreshFunctions();
+refreshCluster();
 setInterval(refreshOverview, 2000);
+setInterval(refreshCluster, 2000);
 setInterval(refreshFunctions, 3000);

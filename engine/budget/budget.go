@@ -1,0 +1,169 @@
+// Package budget is one memory budget for everything peers can make the
+// server hold, on every protocol: partial requests, request bodies,
+// replies not yet read. Each connection is a Holder. What it holds is
+// counted against the budget; a request for more that the budget cannot
+// give is refused (the frontend answers with its protocol's error, and
+// keeps serving); and when the total passes the budget, the holders that
+// hold the most are cut off first, largest first, until it is back under:
+// the connections that behave are not touched.
+//
+// Counting is approximate where it must be: what a connection holds in
+// gnet's buffers is read at the end of each of its events; what a body
+// takes is counted as it grows.
+package budget
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Budget is the limit and what is held against it.
+type Budget struct {
+	limit int64
+	used  atomic.Int64
+
+	mu      sync.Mutex // guards holders and the cutting
+	holders map[*Holder]struct{}
+
+	cuts    atomic.Uint64 // holders cut off
+	refused atomic.Uint64 // requests for more refused
+}
+
+// New returns a budget of limit bytes; a limit of 0 or less refuses
+// nothing and cuts nothing (it only counts).
+func New(limit int64) *Budget {
+	return &Budget{limit: limit, holders: make(map[*Holder]struct{})}
+}
+
+// Limit is the budget in bytes, 0 for none.
+func (b *Budget) Limit() int64 { return max(b.limit, 0) }
+
+// Used is what is held now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Cuts is how many holders were cut off; Refused how many requests for
+// more were refused.
+func (b *Budget) Cuts() uint64    { return b.cuts.Load() }
+func (b *Budget) Refused() uint64 { return b.refused.Load() }
+
+// Holder is one connection's share.
+type Holder struct {
+	b     *Budget
+	cut   func()       // closes the connection: safe from any goroutine
+	base  atomic.Int64 // what Set said it holds (buffers read at event end)
+	extra atomic.Int64 // what Take reserved (bodies as they grow)
+	done  atomic.Bool  // cut off, or released
+}
+
+// Hold registers a holder; cut closes its connection, from any goroutine.
+// A nil budget gives a nil holder, whose methods do nothing.
+func (b *Budget) Hold(cut func()) *Holder {
+	if b == nil {
+		return nil
+	}
+	h := &Holder{b: b, cut: cut}
+	b.mu.Lock()
+	b.holders[h] = struct{}{}
+	b.mu.Unlock()
+	return h
+}
+
+// Held is what h holds.
+func (h *Holder) Held() int64 {
+	if h == nil {
+		return 0
+	}
+	return h.base.Load() + h.extra.Load()
+}
+
+// Set says what h holds in buffers the budget does not see grow (read at
+// the end of each event), and cuts the largest holders off if the total
+// is now over the budget.
+func (h *Holder) Set(n int64) {
+	if h == nil || h.done.Load() {
+		return
+	}
+	if d := n - h.base.Swap(n); d != 0 {
+		if h.b.used.Add(d) > h.b.limit && h.b.limit > 0 && d > 0 {
+			h.b.enforce()
+		}
+	}
+}
+
+// Take reserves n more bytes for h (a body about to grow), false if the
+// budget cannot give them: the caller refuses what needed them.
+func (h *Holder) Take(n int64) bool {
+	if h == nil {
+		return true
+	}
+	if h.done.Load() {
+		return false
+	}
+	b := h.b
+	if b.limit > 0 && b.used.Add(n) > b.limit {
+		b.used.Add(-n)
+		b.refused.Add(1)
+		return false
+	}
+	if b.limit <= 0 {
+		b.used.Add(n)
+	}
+	h.extra.Add(n)
+	return true
+}
+
+// Give returns n bytes Take reserved.
+func (h *Holder) Give(n int64) {
+	if h == nil {
+		return
+	}
+	h.extra.Add(-n)
+	h.b.used.Add(-n)
+}
+
+// Release gives back everything h holds and forgets it: its connection
+// is gone.
+func (h *Holder) Release() {
+	if h == nil {
+		return
+	}
+	h.done.Store(true)
+	h.b.mu.Lock()
+	delete(h.b.holders, h)
+	h.b.mu.Unlock()
+	h.b.used.Add(-(h.base.Swap(0) + h.extra.Swap(0)))
+}
+
+// enforce cuts off the largest holders until what the others hold is
+// under nine tenths of the budget: a margin, so that one burst does not
+// cut again at once.
+func (b *Budget) enforce() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	used := b.used.Load()
+	if used <= b.limit {
+		return
+	}
+	hs := make([]*Holder, 0, len(b.holders))
+	for h := range b.holders {
+		if !h.done.Load() {
+			hs = append(hs, h)
+		}
+	}
+	slices.SortFunc(hs, func(x, y *Holder) int { return cmp.Compare(y.Held(), x.Held()) })
+	target := b.limit / 10 * 9
+	for _, h := range hs {
+		if used <= target {
+			break
+		}
+		if h.Held() == 0 {
+			break
+		}
+		used -= h.Held()
+		h.done.Store(true)
+		b.cuts.Add(1)
+		h.cut()
+	}
+}

@@ -1,0 +1,111 @@
+package budget
+
+import (
+	"sync"
+	"testing"
+)
+
+type conn struct {
+	h   *Holder
+	cut bool
+}
+
+func holders(b *Budget, n int) []*conn {
+	cs := make([]*conn, n)
+	for i := range cs {
+		c := &conn{}
+		c.h = b.Hold(func() { c.cut = true })
+		cs[i] = c
+	}
+	return cs
+}
+
+// Over the budget, the largest holders are cut, largest first, until the
+// rest is under nine tenths of it; the small ones are left alone.
+func TestCutsTheLargestFirst(t *testing.T) {
+	b := New(1000)
+	cs := holders(b, 4)
+	cs[0].h.Set(100)
+	cs[1].h.Set(500)
+	cs[2].h.Set(300)
+	if b.Used() != 900 || b.Cuts() != 0 {
+		t.Fatalf("used %d, cuts %d", b.Used(), b.Cuts())
+	}
+	cs[3].h.Set(200) // 1100: over
+	if !cs[1].cut || cs[0].cut || cs[2].cut || cs[3].cut {
+		t.Fatalf("cut: %v %v %v %v, want only the 500", cs[0].cut, cs[1].cut, cs[2].cut, cs[3].cut)
+	}
+	// Still counted until its connection closes, and it takes no more.
+	if b.Used() != 1100 || cs[1].h.Take(1) {
+		t.Errorf("used %d after the cut", b.Used())
+	}
+	cs[1].h.Release()
+	if b.Used() != 600 {
+		t.Errorf("used %d after the release, want 600", b.Used())
+	}
+	cs[2].h.Set(800) // 1100 again: the 800 goes, and 300 is under 900
+	if !cs[2].cut || cs[0].cut || cs[3].cut {
+		t.Errorf("second cut: %v %v %v", cs[0].cut, cs[2].cut, cs[3].cut)
+	}
+}
+
+// Take refuses what the budget cannot give, and cuts nobody for it.
+func TestTakeRefuses(t *testing.T) {
+	b := New(1000)
+	cs := holders(b, 2)
+	if !cs[0].h.Take(700) || cs[1].h.Take(400) {
+		t.Fatal("Take gave more than the budget")
+	}
+	if b.Refused() != 1 || b.Cuts() != 0 || b.Used() != 700 {
+		t.Errorf("refused %d, cuts %d, used %d", b.Refused(), b.Cuts(), b.Used())
+	}
+	cs[0].h.Give(300)
+	if !cs[1].h.Take(400) || b.Used() != 800 {
+		t.Errorf("after a Give: used %d", b.Used())
+	}
+	if cs[0].h.Held() != 400 || cs[1].h.Held() != 400 {
+		t.Errorf("held %d and %d", cs[0].h.Held(), cs[1].h.Held())
+	}
+}
+
+// No budget: everything is counted, nothing refused or cut; a nil budget
+// gives nil holders that do nothing.
+func TestNoLimit(t *testing.T) {
+	b := New(0)
+	cs := holders(b, 1)
+	cs[0].h.Set(1 << 40)
+	if !cs[0].h.Take(1<<40) || cs[0].cut || b.Used() != 2<<40 {
+		t.Errorf("used %d, cut %v", b.Used(), cs[0].cut)
+	}
+	var nb *Budget
+	h := nb.Hold(func() { t.Error("cut") })
+	h.Set(5)
+	if !h.Take(5) || h.Held() != 0 {
+		t.Error("a nil holder counts")
+	}
+	h.Give(5)
+	h.Release()
+}
+
+// Concurrent holders add up exactly.
+func TestConcurrent(t *testing.T) {
+	b := New(0)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := b.Hold(func() {})
+			for i := range 1000 {
+				h.Set(int64(i))
+				h.Take(3)
+				h.Give(3)
+			}
+			h.Release()
+		}()
+	}
+	wg.Wait()
+	if b.Used() != 0 {
+		t.Errorf("used %d after every holder left", b.Used())
+	}
+}
