@@ -146,7 +146,8 @@ func jetstreamBackground(ctx context.Context, t Target, p Params, via string, ou
 
 // failoverRound is what one kill of the leader measured.
 type failoverRound struct {
-	killed string
+	killed   string
+	killedAt time.Time
 	// first is the time from the kill to the first acknowledgement of a
 	// submit written after it, through any surviving node; every to the
 	// moment each surviving node had acknowledged one.
@@ -194,8 +195,9 @@ func runFailover(ctx context.Context, t Target, p Params, out *record.Run) error
 			backs = append(backs, r.back)
 		}
 		if t.Note != nil {
-			t.Note("cluster-failover round %d: %s killed; a submit acknowledged again after %v, through every other node after %v; %d acknowledged, %d queued; %s back in %v",
-				k, r.killed, r.first.Round(time.Millisecond), r.every.Round(time.Millisecond), r.counts.Acked, r.queued, r.killed, r.back.Round(time.Millisecond))
+			t.Note("cluster-failover round %d: %s killed at %s; a submit acknowledged again after %v, through every other node after %v; %d acknowledged, %d queued; %s back in %v",
+				k, r.killed, r.killedAt.UTC().Format("15:04:05.000"), r.first.Round(time.Millisecond), r.every.Round(time.Millisecond),
+				r.counts.Acked, r.queued, r.killed, r.back.Round(time.Millisecond))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("round %d: %w", k, err))
@@ -285,6 +287,7 @@ func killLeader(ctx context.Context, c *harness.Cluster, p Params, function stri
 	}
 
 	killedAt := time.Now()
+	r.killedAt = killedAt
 	if err := c.Kill(leader); err != nil {
 		stop()
 		return r, err
