@@ -178,7 +178,8 @@ bench-report:
 	$(GO) run ./bench/cmd/switchyard-bench-report --dir bench/results
 
 # bench-deps installs Debian's gearmand, the baseline of make bench, and
-# nats-server, the cluster scenarios' JetStream peer (CI needs neither).
+# nats-server, the cluster scenarios' JetStream peer (.ci/deps installs
+# both as well, for the tests).
 bench-deps:
 	@if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server nats-server
