@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -92,5 +96,82 @@ func TestRelateCluster(t *testing.T) {
 		if !reflect.DeepEqual(r.Extra, want[i]) {
 			t.Errorf("%s on %s, round %d: %v, want %v", r.Scenario, r.Server, r.Round, r.Extra, want[i])
 		}
+	}
+}
+
+// TestClusterEndToEnd builds switchyard and the bench and runs bg-durable,
+// cluster-bg and cluster-failover with tiny counts, interleaved, as make
+// bench would: a cluster of three nodes for each cluster run, JetStream's
+// three servers for cluster-bg's peer run when nats-server is installed,
+// and the record relating them (the cluster's share of bg-durable, its
+// ratio to JetStream) and holding the kill's failover time.
+func TestClusterEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench and a cluster; skipped with -short")
+	}
+	_, err := os.Stat(defaultNATSServer)
+	withNATS := err == nil
+	dir := t.TempDir()
+	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
+	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	results := filepath.Join(dir, "results")
+	args := []string{"--scenarios", "bg-durable,cluster-bg,cluster-failover", "--interleave", "--switchyard", server, "--gearmand", "none",
+		"--out", results,
+		"--bg-durable.jobs", "400", "--bg-durable.clients", "2", "--bg-durable.inflight", "8", "--bg-durable.duration", "2s", "--bg-durable.timeout", "1m",
+		"--cluster-bg.jobs", "400", "--cluster-bg.clients", "2", "--cluster-bg.inflight", "8", "--cluster-bg.duration", "2s", "--cluster-bg.timeout", "1m",
+		"--cluster-failover.kills", "1", "--cluster-failover.warmup", "100ms", "--cluster-failover.timeout", "30s", "--cluster-failover.duration", "2m"}
+	if !withNATS {
+		t.Logf("%s is not installed: the cluster runs without their JetStream peer", defaultNATSServer)
+		args = append(args, "--nats-server", "none")
+	}
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, stderr.String())
+	}
+	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("records %v, %v; want one\n%s", paths, err, stderr.String())
+	}
+	rec, err := record.Read(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, cluster, failover := rec.Find("bg-durable", "switchyard", 1), rec.Find("cluster-bg", clusterServer, 1), rec.Find("cluster-failover", clusterServer, 1)
+	if single == nil || cluster == nil || failover == nil {
+		t.Fatalf("runs missing from the record:\n%s\n%s", out, stderr.String())
+	}
+	for _, run := range []*record.Run{single, cluster, failover} {
+		if run.Error != "" || run.Jobs <= 0 {
+			t.Errorf("%s on %s: error %q, %d jobs", run.Scenario, run.Server, run.Error, run.Jobs)
+		}
+	}
+	if want := 100 * cluster.JobsPerSec / single.JobsPerSec; cluster.Extra["of_bg_durable_pct"] != want {
+		t.Errorf("cluster-bg's share of bg-durable %v, want %v", cluster.Extra["of_bg_durable_pct"], want)
+	}
+	if failover.Extra["kills"] != 1 || failover.Latency.Count != 1 || failover.Latency.Max <= 0 {
+		t.Errorf("cluster-failover: %v kills, latency %+v", failover.Extra["kills"], failover.Latency)
+	}
+	if rec.Find("cluster-failover", jetstreamServer, 1) != nil {
+		t.Error("cluster-failover ran on JetStream, which has no such run")
+	}
+	js := rec.Find("cluster-bg", jetstreamServer, 1)
+	if !withNATS {
+		if js != nil {
+			t.Error("a JetStream run with --nats-server none")
+		}
+		return
+	}
+	if js == nil || js.Error != "" || js.Jobs != 400 {
+		t.Fatalf("cluster-bg on JetStream: %+v", js)
+	}
+	if want := cluster.JobsPerSec / js.JobsPerSec; cluster.Extra["vs_jetstream_x"] != want {
+		t.Errorf("cluster-bg against JetStream %v, want %v", cluster.Extra["vs_jetstream_x"], want)
 	}
 }
