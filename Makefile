@@ -171,7 +171,9 @@ fuzz:
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-*, controller* and
-# dwork-* ones against switchyard alone. BENCHFLAGS=--quick for a short run.
+# dwork-* ones against switchyard alone; the cluster-* ones against three
+# switchyard nodes and, when installed, three nats-server (JetStream).
+# BENCHFLAGS=--quick for a short run.
 BENCHFLAGS ?=
 bench: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
@@ -183,10 +185,12 @@ bench-micro:
 bench-report:
 	$(GO) run ./bench/cmd/switchyard-bench-report --dir bench/results
 
-# bench-deps installs Debian's gearmand, the baseline of make bench.
+# bench-deps installs Debian's gearmand, the baseline of make bench, and
+# nats-server, the cluster scenarios' JetStream peer (.ci/deps installs
+# both as well, for the tests).
 bench-deps:
 	@if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
-	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server
+	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server nats-server
 
 # conformance runs gearmand 1.1.20's own test programs (t/ in a gearmand
 # source tree whose test suite is already built; nothing here builds it:

@@ -21,6 +21,7 @@ type Params struct {
 	Settle   time.Duration // pause before reading RSS after a drain
 	Delay    time.Duration // how long after its submit a Periodic job is due (whole seconds)
 	Pulse    time.Duration // how often a controller worker pulses OK
+	Kills    int           // leaders killed, one a round (cluster-failover)
 }
 
 // Param describes one field of Params for flags and records.
@@ -46,6 +47,7 @@ var AllParams = []Param{
 	{"settle", "pause before reading RSS after the drain", func(p *Params) any { return &p.Settle }},
 	{"delay", "how long after its submit a Periodic job is due (whole seconds: sched_at counts seconds)", func(p *Params) any { return &p.Delay }},
 	{"pulse", "how often each controller worker pulses OK; its next_pulse is twice that, rounded up to whole seconds", func(p *Params) any { return &p.Pulse }},
+	{"kills", "leaders killed (kill -9), one a round", func(p *Params) any { return &p.Kills }},
 }
 
 // LookupParam finds a Param by name.
