@@ -310,7 +310,7 @@ type JobView struct {
 // view fills v from j; v.Payload is appended to arena when arena is not
 // nil, else it is j's own. Caller holds j's shard lock.
 func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
-	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload, Reducer: j.Reducer(),
+	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload(), Reducer: j.Reducer(),
 		Priority: j.prio, Background: j.background, Running: j.state == stateRunning, Blocked: j.state == stateBlocked,
 		Retries: j.retries, Clients: int(j.nlisteners), Started: s.wallOf(j.started)}
 	if j.worker != nil {
@@ -321,7 +321,7 @@ func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
 	}
 	if arena != nil {
 		n := len(*arena)
-		*arena = append(*arena, j.payload...)
+		*arena = append(*arena, j.payload()...)
 		v.Payload = (*arena)[n:len(*arena):len(*arena)]
 	}
 }
@@ -341,7 +341,7 @@ func (s *Sched) JobViewsChunked(fn func([]JobView)) {
 		for seq, done := uint64(0), false; !done; {
 			sh.mu.Lock()
 			seq, done = sh.jobs.walkUntil(seq, chunk, func(j *Job) bool {
-				if len(arena) > 0 && len(arena)+len(j.payload) > viewBytes {
+				if len(arena) > 0 && len(arena)+len(j.payload()) > viewBytes {
 					return false // next chunk
 				}
 				buf = append(buf, JobView{})

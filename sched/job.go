@@ -30,14 +30,25 @@ const (
 // job only), so a frontend may read them without a lock once Grab has
 // handed it the *Job. With a release set for its submitter (SetRelease) the payload is valid only until
 // the job ends.
+//
+// A Job is 128 bytes, so that one with a 64-byte payload fills a 192-byte
+// object (see newJob): with a million jobs queued every byte of it is a
+// megabyte, and on a virtual machine each new page the queue touches costs
+// a fault far dearer than the submit itself. What most jobs never need
+// (a reducer, a timer, the attributes a submit or a requeue may set) is in
+// ext.
 type Job struct {
-	id         uint64
-	fn         *function
-	unique     string
-	payload    []byte
-	reducer    *string // nil for most jobs: map/reduce is rare, and 8 bytes fewer keep a Job at 160
+	id     uint64
+	fn     *function
+	unique string
+	// The payload, in three words less one: data and its length and
+	// capacity (only a payload the frontend gave away, see Config.Release,
+	// uses the capacity). One of 4 GiB or more is ext.bigPayload, with
+	// plen bigPayload.
+	pdata      *byte
+	plen, pcap uint32
 	prio       Priority
-	byPayload  bool     // the payload is the coalescing key (SubmitReq.CoalesceOnPayload)
+	attrs      jobAttrs // set at submit, changed only by a replace (of a waiting job)
 	owned      bool     // payload is the frontend's buffer, see SetRelease
 	background bool     // runs with no listener (a background submit made or joined it)
 	forever    bool     // SubmitReq.RetryForever
@@ -45,20 +56,33 @@ type Job struct {
 	src        Source   // the submitting client's, see Client.SetSource
 	state      jobState // mutable, as are the fields after it: shard lock
 
-	// Mutable state, guarded by the job's shard lock, packed so that a Job
-	// is 160 bytes and one with a 64-byte payload fills a 224-byte object.
+	// Mutable state, guarded by the job's shard lock.
 	started    int64 // when the latest attempt began, 1 + ns after the scheduler's epoch; 0 = never or not recorded (see GrabAttempt)
 	stamp      int64 // with Config.Latency: when it entered its queue, or, running, when its attempt began (see latency); else 0
 	retries    uint32
 	num, den   uint32 // last WORK_STATUS
 	nlisteners uint32
 	worker     *Worker
-	prev, next *Job // function priority list
-	wprev      *Job // worker's held list (guarded by worker.mu)
-	wnext      *Job
+	// prev and next link the job into the one list it is in: its
+	// function's priority queue while it waits there (guarded by the shard
+	// lock), its worker's held list while it runs (guarded by worker.mu as
+	// well; hold and release move it, holding both).
+	prev, next *Job
 	listeners  *attach // doubly linked list of attached clients
 	ext        *jobExt // made on first use: most jobs need none of it
 }
+
+// jobAttrs are a job's bits that change only while no worker holds it, so
+// that a frontend may read them without a lock (see Job).
+type jobAttrs uint8
+
+const (
+	attrByPayload jobAttrs = 1 << iota // the payload is the coalescing key (SubmitReq.CoalesceOnPayload)
+	attrReducer                        // ext.reducer is set: a map/reduce job
+)
+
+// bigPayload is plen for a payload too long for it, kept in ext.bigPayload.
+const bigPayload = ^uint32(0)
 
 // jobExt is what only some jobs need: a timer (a due time, a run timeout)
 // and the attributes a submit or a requeue may set. Keeping it out of Job
@@ -71,6 +95,12 @@ type jobExt struct {
 	prevStart int64         // started of the attempt before the latest, see Attempt
 	queueWait time.Duration // SubmitReq.QueueTimeout
 
+	// Set before the job is published, or by a replace of a waiting job,
+	// and flagged in Job.attrs and Job.plen, so that a frontend reads them
+	// without a lock.
+	reducer    string // the reducer function of a map/reduce job
+	bigPayload []byte // a payload of 4 GiB or more
+
 	// Dependencies, see deps.go.
 	blocked int32    // predecessors not ended yet (+1 while edges are made)
 	succ    []uint64 // the jobs waiting for this one
@@ -79,10 +109,18 @@ type jobExt struct {
 
 // A job and a small payload share one allocation, so a typical queued job
 // costs one malloc instead of two: with a million jobs queued, allocation
-// was a fifth of the server's time in background submits. The two sizes
-// fill Go's 224- and 256-byte size classes; 64 bytes, the payload of the
-// benchmarks, fits the smaller.
+// was a fifth of the server's time in background submits. The sizes fill
+// Go's 160- to 256-byte size classes, 32 bytes apart; 64 bytes, the payload
+// of the benchmarks, fills the 192-byte one.
 type (
+	jobWithPayload160 struct {
+		Job
+		data [160 - jobSize]byte
+	}
+	jobWithPayload192 struct {
+		Job
+		data [192 - jobSize]byte
+	}
 	jobWithPayload224 struct {
 		Job
 		data [224 - jobSize]byte
@@ -103,9 +141,17 @@ func newJob(r *SubmitReq) *Job {
 	var data []byte
 	switch {
 	case r.OwnPayload:
-		return &Job{payload: r.Payload, owned: true} // its capacity is Release's to reuse
+		j = &Job{owned: true}
+		j.setPayload(r.Payload) // its capacity is Release's to reuse
+		return j
 	case n == 0:
 		return &Job{}
+	case n <= len(jobWithPayload160{}.data):
+		jp := &jobWithPayload160{}
+		j, data = &jp.Job, jp.data[:n:n]
+	case n <= len(jobWithPayload192{}.data):
+		jp := &jobWithPayload192{}
+		j, data = &jp.Job, jp.data[:n:n]
 	case n <= len(jobWithPayload224{}.data):
 		jp := &jobWithPayload224{}
 		j, data = &jp.Job, jp.data[:n:n]
@@ -113,11 +159,40 @@ func newJob(r *SubmitReq) *Job {
 		jp := &jobWithPayload256{}
 		j, data = &jp.Job, jp.data[:n:n]
 	default:
-		return &Job{payload: append([]byte(nil), r.Payload...)}
+		j = &Job{}
+		j.setPayload(append([]byte(nil), r.Payload...))
+		return j
 	}
 	copy(data, r.Payload)
-	j.payload = data
+	j.setPayload(data)
 	return j
+}
+
+// payload is the job's payload. A frontend may call it without a lock
+// (see Job); the scheduler calls it under the job's shard lock.
+func (j *Job) payload() []byte {
+	switch {
+	case j.plen == bigPayload:
+		return j.ext.bigPayload
+	case j.pdata == nil:
+		return nil
+	}
+	return unsafe.Slice(j.pdata, j.pcap)[:j.plen]
+}
+
+// setPayload makes p the job's payload. Caller holds the job's shard lock
+// (or is its only owner, before Submit publishes it), and the job is
+// waiting: no worker holds it.
+func (j *Job) setPayload(p []byte) {
+	if j.ext != nil {
+		j.ext.bigPayload = nil
+	}
+	if uint64(cap(p)) >= uint64(bigPayload) {
+		j.pdata, j.pcap, j.plen = nil, 0, bigPayload
+		j.more().bigPayload = p
+		return
+	}
+	j.pdata, j.plen, j.pcap = unsafe.SliceData(p), uint32(len(p)), uint32(cap(p))
 }
 
 // more returns the job's jobExt, making it on first use. Caller holds the
@@ -155,8 +230,8 @@ func (j *Job) late() []*Worker {
 
 // key is the coalescing key: the unique, or the payload for "-".
 func (j *Job) key() string {
-	if j.byPayload {
-		return bytesString(j.payload)
+	if j.attrs&attrByPayload != 0 {
+		return bytesString(j.payload())
 	}
 	return j.unique
 }
@@ -171,23 +246,29 @@ func (j *Job) Func() string { return j.fn.name }
 func (j *Job) Unique() string { return j.unique }
 
 // Payload is the workload; callers must not modify it.
-func (j *Job) Payload() []byte { return j.payload }
+func (j *Job) Payload() []byte { return j.payload() }
 
 // Reducer is the reducer function of a map/reduce job ("" when none).
 func (j *Job) Reducer() string {
-	if j.reducer == nil {
+	if j.attrs&attrReducer == 0 {
 		return ""
 	}
-	return *j.reducer
+	return j.ext.reducer
 }
 
-// reducerOf is what Job.reducer holds for r.
-func reducerOf(r []byte) *string {
-	if len(r) == 0 {
-		return nil
+// setReducer makes r the job's reducer. Caller holds the job's shard lock
+// (or is its only owner, before Submit publishes it), and no worker holds
+// the job.
+func (j *Job) setReducer(r string) {
+	if r == "" {
+		j.attrs &^= attrReducer
+		if j.ext != nil {
+			j.ext.reducer = ""
+		}
+		return
 	}
-	s := string(r)
-	return &s
+	j.more().reducer = r
+	j.attrs |= attrReducer
 }
 
 // Priority is the queue the job waits in.

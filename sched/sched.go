@@ -300,8 +300,8 @@ func (sh *shard) forget(j *Job) {
 		j.ext.late = nil
 	}
 	if j.owned {
-		sh.s.giveBack(j.src, j.payload)
-		j.payload = nil
+		sh.s.giveBack(j.src, j.payload())
+		j.setPayload(nil)
 	}
 	sh.settle(j.fn)
 }
@@ -593,11 +593,12 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		sh.unplace(j)
 	}
 	if j.owned {
-		sh.s.giveBack(j.src, j.payload)
+		sh.s.giveBack(j.src, j.payload())
 	}
 	// fresh's payload may lie in fresh's own allocation; j keeps it alive.
-	j.payload, j.owned = fresh.payload, fresh.owned
-	j.reducer = fresh.reducer
+	j.setPayload(fresh.payload())
+	j.owned = fresh.owned
+	j.setReducer(fresh.Reducer())
 	j.prio = fresh.prio
 	j.background = j.background || fresh.background
 	j.forever = fresh.forever
@@ -627,11 +628,15 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 func buildJob(r *SubmitReq) *Job {
 	j := newJob(r)
 	j.unique = string(r.Unique)
-	j.reducer = reducerOf(r.Reducer)
+	if len(r.Reducer) > 0 {
+		j.setReducer(string(r.Reducer))
+	}
 	j.prio = r.Priority
 	j.background = r.Background
 	j.forever = r.RetryForever
-	j.byPayload = r.CoalesceOnPayload
+	if r.CoalesceOnPayload {
+		j.attrs |= attrByPayload
+	}
 	j.remember = r.Remember
 	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 || r.QueueTimeout > 0 {
 		x := j.more()
@@ -645,8 +650,8 @@ func buildJob(r *SubmitReq) *Job {
 // Store.Encode.
 func (s *Sched) encode(j *Job, fn string) []byte {
 	r := records.Get().(*Record)
-	*r = Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload, Reducer: j.Reducer(),
-		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.byPayload, Remember: j.remember}
+	*r = Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload(), Reducer: j.Reducer(),
+		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.attrs&attrByPayload != 0, Remember: j.remember}
 	if x := j.ext; x != nil {
 		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after
 	}

@@ -25,7 +25,9 @@ type Record struct {
 //
 //   - Encode turns a record into the bytes Put writes. It copies what it
 //     keeps and does no I/O; the scheduler calls it outside its locks where
-//     it can, since a payload may be megabytes.
+//     it can, since a payload may be megabytes. The scheduler puts each
+//     record it encodes once at most, so a store may reuse the record's
+//     memory once it has written it.
 //   - Put queues the write of a job's record, Delete its removal, Flush a
 //     barrier. The scheduler calls Put under the job's shard lock, so that a
 //     job's writes are queued in the order its changes were made and a

@@ -331,7 +331,7 @@ func (w *Worker) ClearTimeouts() {
 		return
 	}
 	ids := make([]uint64, 0, w.nheld)
-	for j := w.held; j != nil; j = j.wnext {
+	for j := w.held; j != nil; j = j.next {
 		ids = append(ids, j.id)
 	}
 	w.mu.Unlock()
@@ -345,32 +345,35 @@ func (w *Worker) ClearTimeouts() {
 	}
 }
 
-// hold adds j to the worker's held list. Caller holds j's shard lock.
+// hold adds j, just taken off its queue, to the worker's held list: its
+// prev and next, free while it runs, link it there. Caller holds j's shard
+// lock.
 func (w *Worker) hold(j *Job) {
 	w.mu.Lock()
-	j.wprev = nil
-	j.wnext = w.held
+	j.prev = nil
+	j.next = w.held
 	if w.held != nil {
-		w.held.wprev = j
+		w.held.prev = j
 	}
 	w.held = j
 	w.nheld++
 	w.mu.Unlock()
 }
 
-// release removes j from its worker's held list. Caller holds j's shard lock.
+// release removes j from its worker's held list, before j goes anywhere
+// else. Caller holds j's shard lock.
 func (j *Job) release() {
 	w := j.worker
 	w.mu.Lock()
-	if j.wprev != nil {
-		j.wprev.wnext = j.wnext
+	if j.prev != nil {
+		j.prev.next = j.next
 	} else {
-		w.held = j.wnext
+		w.held = j.next
 	}
-	if j.wnext != nil {
-		j.wnext.wprev = j.wprev
+	if j.next != nil {
+		j.next.prev = j.prev
 	}
-	j.wprev, j.wnext = nil, nil
+	j.prev, j.next = nil, nil
 	w.nheld--
 	w.mu.Unlock()
 	j.worker = nil
@@ -591,7 +594,7 @@ func (w *Worker) lapse() {
 func (w *Worker) Holding(dst []uint64) []uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for j := w.held; j != nil; j = j.wnext {
+	for j := w.held; j != nil; j = j.next {
 		dst = append(dst, j.id)
 	}
 	return dst

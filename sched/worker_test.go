@@ -2,6 +2,8 @@ package sched
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -301,5 +303,193 @@ func TestRequeueFront(t *testing.T) {
 	}
 	if got := grabPayload(w) + grabPayload(w); got != "ab" {
 		t.Fatalf("order %q", got)
+	}
+}
+
+// TestHeldListAndQueueLinks: a job's prev and next link it into its queue
+// while it waits and into its worker's held list while it runs. Jobs go
+// back and forth between the two (grabs, requeues to the front and the
+// back, retries, completions) and after every step each worker's held
+// list and the queue hold exactly the jobs a model says, in its order.
+func TestHeldListAndQueueLinks(t *testing.T) {
+	type step struct {
+		w    int    // which worker
+		op   string // grab, back, front, retry, done
+		slot int    // which of the worker's held jobs (newest first), for all but grab
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"grab all, complete newest first", []step{{0, "grab", 0}, {0, "grab", 0}, {0, "grab", 0}, {0, "done", 0}, {0, "done", 0}, {0, "done", 0}}},
+		{"complete from the middle and the tail", []step{{0, "grab", 0}, {0, "grab", 0}, {0, "grab", 0}, {0, "done", 1}, {0, "done", 1}, {0, "done", 0}}},
+		{"requeue to the back and grab again", []step{{0, "grab", 0}, {0, "grab", 0}, {0, "back", 1}, {0, "grab", 0}, {0, "grab", 0}, {0, "back", 0}, {0, "grab", 0}}},
+		{"requeue to the front", []step{{0, "grab", 0}, {0, "grab", 0}, {0, "front", 0}, {0, "front", 0}, {0, "grab", 0}}},
+		{"two workers trade jobs", []step{{0, "grab", 0}, {1, "grab", 0}, {0, "grab", 0}, {0, "back", 1}, {1, "grab", 0}, {1, "retry", 0}, {0, "grab", 0}, {1, "grab", 0}, {0, "done", 1}, {1, "front", 0}, {0, "grab", 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTest(t, Config{})
+			c := s.NewClient(&recorder{})
+			var queue []uint64 // the model: the queue, front first
+			for i := range 5 {
+				queue = append(queue, submit(t, c, "f", "", fmt.Sprint(i), Normal, true))
+			}
+			workers := []*Worker{s.NewWorker(&waker{}), s.NewWorker(&waker{})}
+			held := make([][]uint64, len(workers)) // newest first, as Holding lists them
+			for _, w := range workers {
+				w.CanDo([]byte("f"), 0)
+			}
+			for i, st := range tt.steps {
+				w := workers[st.w]
+				if st.op == "grab" {
+					j := w.Grab()
+					if j == nil || j.ID() != queue[0] {
+						t.Fatalf("step %d: grabbed %v, want %d", i, j, queue[0])
+					}
+					held[st.w] = append([]uint64{queue[0]}, held[st.w]...)
+					queue = queue[1:]
+				} else {
+					id := held[st.w][st.slot]
+					held[st.w] = append(held[st.w][:st.slot:st.slot], held[st.w][st.slot+1:]...)
+					var err error
+					switch st.op {
+					case "back":
+						err = w.Requeue(id, RequeueReq{})
+						queue = append(queue, id)
+					case "front":
+						err = w.Requeue(id, RequeueReq{Front: true})
+						queue = append([]uint64{id}, queue...)
+					case "retry":
+						err = w.Retry(id)
+						queue = append(queue, id)
+					case "done":
+						err = w.Update(id, &Update{Kind: Complete})
+					}
+					if err != nil {
+						t.Fatalf("step %d: %s %d: %v", i, st.op, id, err)
+					}
+				}
+				for k, w := range workers {
+					if got := w.Holding(nil); !slices.Equal(got, held[k]) && len(got)+len(held[k]) > 0 {
+						t.Fatalf("step %d (%s): worker %d holds %v, want %v", i, st.op, k, got, held[k])
+					}
+					if w.Running() != len(held[k]) {
+						t.Fatalf("step %d: worker %d Running %d, want %d", i, k, w.Running(), len(held[k]))
+					}
+				}
+				sh := s.shardFor([]byte("f"))
+				sh.mu.Lock()
+				var got []uint64
+				for j := sh.funcs["f"].queues[Normal].head; j != nil; j = j.next {
+					got = append(got, j.id)
+				}
+				sh.mu.Unlock()
+				if !slices.Equal(got, queue) && len(got)+len(queue) > 0 {
+					t.Fatalf("step %d (%s): queue %v, want %v", i, st.op, got, queue)
+				}
+			}
+		})
+	}
+}
+
+// TestHeldListsConcurrent runs workers that each hold several jobs of
+// functions on different shards, giving them back and completing them,
+// while other goroutines list what each holds and clear their timeouts:
+// under -race, a job's links, shared by its queue and its held list, are
+// never touched by two goroutines without one of their locks between them.
+func TestHeldListsConcurrent(t *testing.T) {
+	s := newTest(t, Config{Shards: 8})
+	funcs := []string{"a", "b", "c", "d"}
+	c := s.NewClient(&recorder{})
+	const jobs, rounds = 64, 300
+	for i := range jobs {
+		submit(t, c, funcs[i%len(funcs)], "", "p", Normal, true)
+	}
+	workers := make([]*Worker, 3)
+	for i := range workers {
+		workers[i] = s.NewWorker(&waker{})
+		for _, f := range funcs {
+			workers[i].CanDo([]byte(f), time.Hour)
+		}
+	}
+	stop := make(chan struct{})
+	var watchers sync.WaitGroup
+	for _, w := range workers {
+		watchers.Go(func() {
+			var ids []uint64
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ids = w.Holding(ids[:0])
+				w.ClearTimeouts()
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	for k, w := range workers {
+		wg.Go(func() {
+			var mine []uint64
+			for r := range rounds {
+				for len(mine) < 4 {
+					j := w.Grab()
+					if j == nil {
+						break
+					}
+					mine = append(mine, j.ID())
+				}
+				if len(mine) == 0 {
+					continue
+				}
+				id := mine[r%len(mine)]
+				mine = slices.DeleteFunc(mine, func(x uint64) bool { return x == id })
+				var err error
+				switch (r + k) % 3 {
+				case 0:
+					err = w.Requeue(id, RequeueReq{})
+				case 1:
+					err = w.Requeue(id, RequeueReq{Front: true})
+				default:
+					err = w.Retry(id)
+				}
+				if err != nil {
+					t.Errorf("worker %d: %v", k, err)
+					return
+				}
+			}
+			for _, id := range mine {
+				if err := w.Update(id, &Update{Kind: Complete}); err != nil {
+					t.Errorf("worker %d: complete %d: %v", k, id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	watchers.Wait()
+	total := 0
+	for _, w := range workers {
+		if n := w.Running(); n != 0 {
+			t.Errorf("a worker still holds %d jobs", n)
+		}
+	}
+	for _, f := range funcs {
+		sh := s.shardFor([]byte(f))
+		sh.mu.Lock()
+		n := 0
+		for j := sh.funcs[f].queues[Normal].head; j != nil; j = j.next {
+			n++
+		}
+		if n != sh.funcs[f].queues[Normal].n {
+			t.Errorf("%s: %d jobs linked, %d counted", f, n, sh.funcs[f].queues[Normal].n)
+		}
+		sh.mu.Unlock()
+		total += n
+	}
+	if done := jobs - total; done < 0 || done > len(workers)*4 {
+		t.Errorf("%d jobs left queued of %d; at most %d completed", total, jobs, len(workers)*4)
 	}
 }

@@ -38,12 +38,12 @@ func (r *Record) RangesMarkdown() string {
 		runs[k] = append(runs[k], run)
 	}
 	var b strings.Builder
-	b.WriteString("| scenario | server | rounds | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s | p50 | p99 | vs gearmand jobs/s | vs gearmand p50 | vs gearmand p99 | vs gearmand cpu/job |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| scenario | server | rounds | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s | p50 | p99 | RSS MB | RSS B/job | last/first 10% | vs gearmand jobs/s | vs gearmand p50 | vs gearmand p99 | vs gearmand cpu/job |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, k := range order {
 		rs := runs[k]
 		failed := 0
-		var serverCPU, loadCPU, share, rate, p50, p99 []float64
+		var serverCPU, loadCPU, share, rate, p50, p99, rss, rssPerJob, tenths []float64
 		var vsRate, vsP50, vsP99, vsCPU []float64
 		for _, run := range rs {
 			if run.Error != "" {
@@ -55,6 +55,9 @@ func (r *Record) RangesMarkdown() string {
 			rate = appendPositive(rate, run.JobsPerSec)
 			p50 = appendPositive(p50, float64(run.Latency.P50))
 			p99 = appendPositive(p99, float64(run.Latency.P99))
+			rss = appendPositive(rss, run.RSSMB)
+			rssPerJob = appendPositive(rssPerJob, run.RSSBytesPerJob)
+			tenths = appendPositive(tenths, run.LastVsFirst10)
 			base := r.Find(run.Scenario, Baseline, run.Round)
 			if base == nil || run.Server == Baseline {
 				continue
@@ -69,10 +72,12 @@ func (r *Record) RangesMarkdown() string {
 			rounds += fmt.Sprintf(" (%d failed)", failed)
 		}
 		micros := func(us float64) string { return FormatMicros(int64(us)) }
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		mb := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			k.scenario, k.server, rounds,
 			spread(serverCPU, FormatCPU), spread(loadCPU, FormatCPU), spread(share, FormatShare),
 			spread(rate, FormatRate), spread(p50, micros), spread(p99, micros),
+			spread(rss, mb), spread(rssPerJob, FormatBytes), spread(tenths, FormatTenths),
 			spread(vsRate, FormatRatio), spread(vsP50, FormatRatio), spread(vsP99, FormatRatio), spread(vsCPU, FormatRatio))
 	}
 	return b.String()

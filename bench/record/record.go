@@ -17,8 +17,11 @@ import (
 // SchemaVersion is bumped when a field changes meaning, so that the report
 // can tell old records from new ones. 2: the server's and the load
 // generator's CPU per job are Run fields; schema 1 kept them, for some
-// scenarios, in Extra (Read moves them).
-const SchemaVersion = 2
+// scenarios, in Extra (Read moves them). 3: so are a queue's last tenth
+// against its first and its RSS per job, which schema 2 kept in Extra as
+// percentages ("last10_vs_first10_pct", periodic-delayed-1m's
+// "last_vs_first_step_pct") and "rss_bytes_per_job" (Read moves them).
+const SchemaVersion = 3
 
 // Record is one invocation of the bench command.
 type Record struct {
@@ -89,6 +92,15 @@ type Run struct {
 	// it (Scenario.Ceiling) in the same record and round; 0 when the run
 	// has no such bound or the record no such run.
 	OfCeiling float64 `json:"of_ceiling,omitempty"`
+	// For the scenarios that fill a large queue (queue-1m,
+	// queue-1m-durable, periodic-delayed-1m): LastVsFirst10 is the submit
+	// rate of the last tenth of the jobs over that of the first (below 1,
+	// a job cost more the longer the queue), and RSSBytesPerJob the
+	// server's RSS with the queue full, less its RSS before the fill, over
+	// the jobs queued: what a queued job costs in memory. 0 when not
+	// measured.
+	LastVsFirst10  float64 `json:"last10_vs_first10,omitempty"`
+	RSSBytesPerJob float64 `json:"rss_bytes_per_job,omitempty"`
 	// Parts are the loads of a run that puts several on the server at
 	// once (the mixed scenario), each alone and with the others.
 	Parts []Part `json:"parts,omitempty"`
@@ -176,29 +188,35 @@ func Read(path string) (*Record, error) {
 	return &r, nil
 }
 
-// schema1CPU are the Extra keys in which schema 1 kept the CPU per job of
-// the scenarios that measured it, and the Run fields they now fill.
-var schema1CPU = []struct {
-	key string
-	dst func(*Run) *float64
+// movedFromExtra are the Extra keys in which older schemas kept figures
+// that are now Run fields: below which schema, the field each fills, and
+// how many of the old unit make the new.
+var movedFromExtra = []struct {
+	below int
+	key   string
+	dst   func(*Run) *float64
+	per   float64
 }{
-	{"cpu_us_per_job", func(r *Run) *float64 { return &r.ServerCPUPerJob }},
-	{"load_cpu_us_per_job", func(r *Run) *float64 { return &r.LoadCPUPerJob }},
-	{"cpu_us_per_pulse", func(r *Run) *float64 { return &r.ServerCPUPerJob }},
-	{"load_cpu_us_per_pulse", func(r *Run) *float64 { return &r.LoadCPUPerJob }},
+	{2, "cpu_us_per_job", func(r *Run) *float64 { return &r.ServerCPUPerJob }, 1},
+	{2, "load_cpu_us_per_job", func(r *Run) *float64 { return &r.LoadCPUPerJob }, 1},
+	{2, "cpu_us_per_pulse", func(r *Run) *float64 { return &r.ServerCPUPerJob }, 1},
+	{2, "load_cpu_us_per_pulse", func(r *Run) *float64 { return &r.LoadCPUPerJob }, 1},
+	{3, "last10_vs_first10_pct", func(r *Run) *float64 { return &r.LastVsFirst10 }, 100},
+	{3, "last_vs_first_step_pct", func(r *Run) *float64 { return &r.LastVsFirst10 }, 100},
+	{3, "rss_bytes_per_job", func(r *Run) *float64 { return &r.RSSBytesPerJob }, 1},
 }
 
 // upgrade brings an older record to the current schema, so that the report
 // reads every record alike.
 func (r *Record) upgrade() {
-	if r.Schema >= 2 {
+	if r.Schema >= SchemaVersion {
 		return
 	}
 	for i := range r.Runs {
 		run := &r.Runs[i]
-		for _, m := range schema1CPU {
-			if v, ok := run.Extra[m.key]; ok {
-				*m.dst(run) = v
+		for _, m := range movedFromExtra {
+			if v, ok := run.Extra[m.key]; ok && r.Schema < m.below {
+				*m.dst(run) = v / m.per
 				delete(run.Extra, m.key)
 			}
 		}

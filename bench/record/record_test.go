@@ -82,8 +82,9 @@ func sampleRecord() *Record {
 			{Scenario: "fg", Server: "gearmand", Round: 1, Jobs: 45000, Seconds: 3, JobsPerSec: 15000,
 				Latency: Latency{Count: 45000, P50: 4000, P99: 10000, P999: 12000, Max: 15000}, RSSMB: 11, CPUSeconds: 3.9,
 				ServerCPUPerJob: 62.5, LoadCPUPerJob: 41, OfCeiling: 0.3125},
-			{Scenario: "queue-1m", Server: "switchyard", Round: 1, JobsPerSec: 200000,
-				Extra: map[string]float64{"drain_jobs_per_s": 40000, "rss_full_mb": 42.25, "drain_s": 2.5, "last10_vs_first10_pct": 95},
+			{Scenario: "queue-1m", Server: "switchyard", Round: 1, JobsPerSec: 200000, RSSMB: 42.25,
+				LastVsFirst10: 0.954, RSSBytesPerJob: 236.6,
+				Extra: map[string]float64{"drain_jobs_per_s": 40000, "rss_full_mb": 42.25, "drain_s": 2.5},
 				Error: "drain: 10 of 20 jobs\ndone | late"},
 			{Scenario: "mixed", Server: "switchyard", Round: 1, Jobs: 3000, Seconds: 2, JobsPerSec: 1500, ServerCPUPerJob: 120, LoadCPUPerJob: 200,
 				Parts: []Part{
@@ -137,11 +138,14 @@ func TestMarkdown(t *testing.T) {
 	if want := "| scenario | server | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s |"; !strings.HasPrefix(lines[0], want) {
 		t.Errorf("header %s, want it to lead with %s", lines[0], want)
 	}
+	if want := "| RSS MB | RSS B/job | last/first 10% | CPU s |"; !strings.Contains(lines[0], want) {
+		t.Errorf("header %s, want a queue's RSS per job and last tenth against its first beside its RSS: %s", lines[0], want)
+	}
 	wantRows := []string{
-		"| fg | switchyard | 31.3 | 40.5 | 62% | 30.0k | 2.00ms | 5.00ms | 8.00ms | 12.0ms | 12.5 | 2.90 | 2.00x jobs/s, 0.50x p99, 0.50x cpu/job |  |",
-		"| fg | gearmand | 62.5 | 41.0 | 31% | 15.0k | 4.00ms | 10.0ms | 12.0ms | 15.0ms | 11.0 | 3.90 |  |  |",
-		"| queue-1m | switchyard | - | - |  | 200k | - | - | - | - | 0.0 | 0.00 |  | **error**: drain: 10 of 20 jobs done \\| late drain 40.0k/s, drain 2.50 s, last10 vs first10 95%, rss full 42.2 MB |",
-		"| mixed | switchyard | 120 | 200 |  | 1.50k | - | - | - | - | 0.0 | 0.00 |  |  |",
+		"| fg | switchyard | 31.3 | 40.5 | 62% | 30.0k | 2.00ms | 5.00ms | 8.00ms | 12.0ms | 12.5 |  |  | 2.90 | 2.00x jobs/s, 0.50x p99, 0.50x cpu/job |  |",
+		"| fg | gearmand | 62.5 | 41.0 | 31% | 15.0k | 4.00ms | 10.0ms | 12.0ms | 15.0ms | 11.0 |  |  | 3.90 |  |  |",
+		"| queue-1m | switchyard | - | - |  | 200k | - | - | - | - | 42.2 | 237 | 0.95x | 0.00 |  | **error**: drain: 10 of 20 jobs done \\| late drain 40.0k/s, drain 2.50 s, rss full 42.2 MB |",
+		"| mixed | switchyard | 120 | 200 |  | 1.50k | - | - | - | - | 0.0 |  |  | 0.00 |  |  |",
 		"",
 		"`mixed` on switchyard, round 1: each load alone, then all at once",
 		"",
@@ -195,6 +199,38 @@ func TestReadUpgradesSchema1(t *testing.T) {
 	}
 }
 
+// TestReadUpgradesSchema2: schema 2 kept a queue's last tenth against
+// its first as a percentage and its RSS per job in Extra; they read as
+// the Run fields they are now, and the other extras stay.
+func TestReadUpgradesSchema2(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"schema": 2, "time": "2026-11-23T19:43:38Z", "commit": "db465ef", "runs": [
+	  {"scenario": "queue-1m", "server": "switchyard", "round": 1, "jobs_per_s": 477000, "rss_mb": 259.1,
+	   "extra": {"last10_vs_first10_pct": 63, "rss_full_mb": 259.1, "submit_first10_jobs_per_s": 238000}},
+	  {"scenario": "periodic-delayed-1m", "server": "switchyard", "round": 1, "jobs_per_s": 240000,
+	   "extra": {"last_vs_first_step_pct": 101, "rss_bytes_per_job": 435}},
+	  {"scenario": "fg", "server": "switchyard", "round": 1, "jobs_per_s": 20000, "server_cpu_us_per_job": 40,
+	   "extra": {"cpu_us_per_job": 1}}]}`
+	path := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Run{
+		{Scenario: "queue-1m", Server: "switchyard", Round: 1, JobsPerSec: 477000, RSSMB: 259.1, LastVsFirst10: 0.63,
+			Extra: map[string]float64{"rss_full_mb": 259.1, "submit_first10_jobs_per_s": 238000}},
+		{Scenario: "periodic-delayed-1m", Server: "switchyard", Round: 1, JobsPerSec: 240000, LastVsFirst10: 1.01, RSSBytesPerJob: 435},
+		// Moved at schema 1 only: a schema 2 record's extra of that name is its own.
+		{Scenario: "fg", Server: "switchyard", Round: 1, JobsPerSec: 20000, ServerCPUPerJob: 40, Extra: map[string]float64{"cpu_us_per_job": 1}},
+	}
+	if got.Schema != SchemaVersion || !reflect.DeepEqual(got.Runs, want) {
+		t.Errorf("read schema %d, runs\n%+v\nwant schema %d, runs\n%+v", got.Schema, got.Runs, SchemaVersion, want)
+	}
+}
+
 func TestFormat(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{FormatRate(950), "950"},
@@ -217,6 +253,11 @@ func TestFormat(t *testing.T) {
 		{FormatCPU(0), "-"},
 		{FormatCPU(3.634), "3.63"},
 		{FormatCPU(1234.4), "1234"},
+		{FormatBytes(0), ""},
+		{FormatBytes(236.6), "237"},
+		{FormatTenths(0), ""},
+		{FormatTenths(0.954), "0.95x"},
+		{FormatTenths(1.32), "1.32x"},
 		{FormatShare(0), ""},
 		{FormatShare(0.644), "64%"},
 		{FormatShare(1.2), "120%"},

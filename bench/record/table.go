@@ -18,8 +18,8 @@ const Baseline = "gearmand"
 // is followed by a table of them.
 func (r *Record) Markdown() string {
 	var b strings.Builder
-	b.WriteString("| scenario | server | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s | p50 | p99 | p99.9 | max | RSS MB | CPU s | vs gearmand | notes |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+	b.WriteString("| scenario | server | server CPU µs/job | load CPU µs/job | of ceiling | jobs/s | p50 | p99 | p99.9 | max | RSS MB | RSS B/job | last/first 10% | CPU s | vs gearmand | notes |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
 	for _, run := range r.Runs {
 		vs := ""
 		if base := r.Find(run.Scenario, Baseline, run.Round); base != nil && run.Server != Baseline {
@@ -29,11 +29,11 @@ func (r *Record) Markdown() string {
 		if run.Error != "" {
 			notes = strings.TrimSpace("**error**: " + oneLine(run.Error, 120) + " " + notes)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s | %.2f | %s | %s |\n",
 			run.Scenario, run.Server, FormatCPU(run.ServerCPUPerJob), FormatCPU(run.LoadCPUPerJob), FormatShare(run.OfCeiling),
 			FormatRate(run.JobsPerSec), FormatMicros(run.Latency.P50), FormatMicros(run.Latency.P99),
 			FormatMicros(run.Latency.P999), FormatMicros(run.Latency.Max),
-			run.RSSMB, run.CPUSeconds, vs, notes)
+			run.RSSMB, FormatBytes(run.RSSBytesPerJob), FormatTenths(run.LastVsFirst10), run.CPUSeconds, vs, notes)
 	}
 	for _, run := range r.Runs {
 		if len(run.Parts) > 0 {
@@ -100,6 +100,23 @@ func FormatCPU(us float64) string {
 		return "-"
 	}
 	return trimFloat(us)
+}
+
+// FormatBytes prints a size in whole bytes, "" for none measured.
+func FormatBytes(n float64) string {
+	if n <= 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+		return ""
+	}
+	return fmt.Sprintf("%.0f", n)
+}
+
+// FormatTenths prints a queue's last tenth against its first as a ratio
+// (FormatRatio), "" for none measured.
+func FormatTenths(x float64) string {
+	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return ""
+	}
+	return FormatRatio(x)
 }
 
 // FormatShare prints a fraction as a whole percentage, "" for 0 (none).

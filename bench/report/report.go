@@ -20,11 +20,14 @@ var serverOrder = []string{"switchyard", record.Baseline}
 type Point struct {
 	JobsPerSec float64
 	P99Micros  float64
-	// ServerCPUPerJob, LoadCPUPerJob (µs) and OfCeiling are averaged over
-	// the rounds that have them; 0 when none has.
+	// ServerCPUPerJob, LoadCPUPerJob (µs), OfCeiling, and a queue's
+	// LastVsFirst10 and RSSBytesPerJob are averaged over the rounds that
+	// have them; 0 when none has.
 	ServerCPUPerJob float64
 	LoadCPUPerJob   float64
 	OfCeiling       float64
+	LastVsFirst10   float64
+	RSSBytesPerJob  float64
 	Failed          bool // some round recorded an error
 }
 
@@ -86,7 +89,7 @@ func (s *Series) Point(scenario, server string, i int) *Point {
 // average averages a scenario's rounds on one server.
 func average(rec *record.Record, scenario, server string) *Point {
 	var p Point
-	var n, nServer, nLoad, nCeiling int
+	var n, nServer, nLoad, nCeiling, nTenths, nRSS int
 	for _, run := range rec.Runs {
 		if run.Scenario != scenario || run.Server != server {
 			continue
@@ -99,7 +102,8 @@ func average(rec *record.Record, scenario, server string) *Point {
 			sum   *float64
 			count *int
 			v     float64
-		}{{&p.ServerCPUPerJob, &nServer, run.ServerCPUPerJob}, {&p.LoadCPUPerJob, &nLoad, run.LoadCPUPerJob}, {&p.OfCeiling, &nCeiling, run.OfCeiling}} {
+		}{{&p.ServerCPUPerJob, &nServer, run.ServerCPUPerJob}, {&p.LoadCPUPerJob, &nLoad, run.LoadCPUPerJob}, {&p.OfCeiling, &nCeiling, run.OfCeiling},
+			{&p.LastVsFirst10, &nTenths, run.LastVsFirst10}, {&p.RSSBytesPerJob, &nRSS, run.RSSBytesPerJob}} {
 			if f.v > 0 {
 				*f.sum += f.v
 				*f.count++
@@ -111,6 +115,8 @@ func average(rec *record.Record, scenario, server string) *Point {
 	p.ServerCPUPerJob /= float64(max(nServer, 1))
 	p.LoadCPUPerJob /= float64(max(nLoad, 1))
 	p.OfCeiling /= float64(max(nCeiling, 1))
+	p.LastVsFirst10 /= float64(max(nTenths, 1))
+	p.RSSBytesPerJob /= float64(max(nRSS, 1))
 	return &p
 }
 
@@ -199,14 +205,18 @@ func Markdown(s *Series) string {
 		"per job than the server leaves it less of the machine. `of ceiling` is jobs/s over that of the echo scenario run in the " +
 		"same record, `ceiling`'s for `fg` and `conns-10k` (4 workers, each job a worker's round trip), `ceiling-sync`'s for " +
 		"`fg-sync` (one job at a time, several round trips one after the other, so well below 100% even for a perfect server). " +
-		"RSS is the server's at the end of the load, CPU s the server's user+system time during the whole scenario; `vs gearmand` " +
+		"RSS is the server's at the end of the load (for `queue-1m`, `queue-1m-durable` and `periodic-delayed-1m`, with the queue full), " +
+		"`RSS B/job` that RSS less the server's before the fill, over the jobs queued, and `last/first 10%` the submit rate of the " +
+		"last tenth of those jobs over that of the first: below 1x, a job cost more the longer the queue. " +
+		"CPU s is the server's user+system time during the whole scenario; `vs gearmand` " +
 		"sets switchyard's jobs/s, p99 and server CPU per job against gearmand's.\n\n")
 
 	b.WriteString("## History\n\n![jobs/s, p99 and server CPU per job per scenario over runs](history.svg)\n\n")
 	for _, sc := range s.Scenarios {
-		// The servers that ran it, and the ceiling column if any run has one.
+		// The servers that ran it, and the ceiling and queue columns if any
+		// run has them.
 		var servers []string
-		ceiling := false
+		ceiling, tenths, rssPerJob := false, false, false
 		for _, srv := range s.Servers {
 			for i := range s.Records {
 				if p := s.Point(sc, srv, i); p != nil {
@@ -214,6 +224,8 @@ func Markdown(s *Series) string {
 						servers = append(servers, srv)
 					}
 					ceiling = ceiling || p.OfCeiling > 0
+					tenths = tenths || p.LastVsFirst10 > 0
+					rssPerJob = rssPerJob || p.RSSBytesPerJob > 0
 				}
 			}
 		}
@@ -222,9 +234,14 @@ func Markdown(s *Series) string {
 		for _, srv := range servers {
 			header = append(header, srv+" CPU µs/job", srv+" jobs/s", srv+" p99")
 			align = append(align, "--:", "--:", "--:")
-			if ceiling {
-				header = append(header, srv+" of ceiling")
-				align = append(align, "--:")
+			for _, c := range []struct {
+				on   bool
+				name string
+			}{{ceiling, "of ceiling"}, {tenths, "last/first 10%"}, {rssPerJob, "RSS B/job"}} {
+				if c.on {
+					header = append(header, srv+" "+c.name)
+					align = append(align, "--:")
+				}
 			}
 		}
 		fmt.Fprintf(&b, "### %s\n\n", sc)
@@ -237,8 +254,10 @@ func Markdown(s *Series) string {
 				p := s.Point(sc, srv, i)
 				if p == nil {
 					row = append(row, "", "", "")
-					if ceiling {
-						row = append(row, "")
+					for _, on := range []bool{ceiling, tenths, rssPerJob} {
+						if on {
+							row = append(row, "")
+						}
 					}
 					continue
 				}
@@ -250,6 +269,12 @@ func Markdown(s *Series) string {
 				row = append(row, record.FormatCPU(p.ServerCPUPerJob), rate, record.FormatMicros(int64(p.P99Micros)))
 				if ceiling {
 					row = append(row, record.FormatShare(p.OfCeiling))
+				}
+				if tenths {
+					row = append(row, record.FormatTenths(p.LastVsFirst10))
+				}
+				if rssPerJob {
+					row = append(row, record.FormatBytes(p.RSSBytesPerJob))
 				}
 			}
 			if found { // a record that skipped the scenario gets no row

@@ -39,6 +39,8 @@ func TestCollect(t *testing.T) {
 		{"fg", "switchyard", 0, &Point{JobsPerSec: 31000, P99Micros: 6000, ServerCPUPerJob: 30, LoadCPUPerJob: 41}},
 		{"fg", "gearmand", 0, &Point{JobsPerSec: 14500, P99Micros: 10000, ServerCPUPerJob: 62}},
 		{"queue-1m", "gearmand", 0, &Point{JobsPerSec: 90000, P99Micros: 9000, Failed: true}},
+		// A queue's figures, kept in a schema 1 record's extras.
+		{"queue-1m", "switchyard", 0, &Point{JobsPerSec: 200000, P99Micros: 5000, LastVsFirst10: 0.57, RSSBytesPerJob: 290}},
 		{"fg", "switchyard", 1, &Point{JobsPerSec: 45000, P99Micros: 4000, ServerCPUPerJob: 25, LoadCPUPerJob: 40, OfCeiling: 0.9}},
 		{"mixed", "switchyard", 1, &Point{JobsPerSec: 15000, ServerCPUPerJob: 120, LoadCPUPerJob: 200}},
 		{"fg", "gearmand", 1, nil},
@@ -67,10 +69,12 @@ func TestMarkdown(t *testing.T) {
 		// newest first; the quick run has no gearmand
 		"| 2026-11-02 10:00 2222222-dirty (quick) | 25.0 | 45.0k | 4.00ms | 90% |  |  |  |  |  |\n" +
 			"| 2026-11-01 10:00 1111111 | 30.0 | 31.0k | 6.00ms |  | 62.0 | 14.5k | 10.0ms |  | 2.14x jobs/s, 0.60x p99, 0.48x cpu/job |",
-		// No ceiling column where no run has one, no column of a server that never ran it.
-		"### queue-1m\n\n| run | switchyard CPU µs/job | switchyard jobs/s | switchyard p99 | gearmand CPU µs/job | gearmand jobs/s | gearmand p99 | vs gearmand |\n" +
-			"| --- | --: | --: | --: | --: | --: | --: | --- |\n" +
-			"| 2026-11-01 10:00 1111111 | - | 200k | 5.00ms | - | 90.0k (error) | 9.00ms | 2.22x jobs/s, 0.56x p99 |\n\n",
+		// No ceiling column where no run has one, no column of a server that never ran it;
+		// a queue's last tenth against its first and RSS per job where a run has them.
+		"### queue-1m\n\n| run | switchyard CPU µs/job | switchyard jobs/s | switchyard p99 | switchyard last/first 10% | switchyard RSS B/job | " +
+			"gearmand CPU µs/job | gearmand jobs/s | gearmand p99 | gearmand last/first 10% | gearmand RSS B/job | vs gearmand |\n" +
+			"| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- |\n" +
+			"| 2026-11-01 10:00 1111111 | - | 200k | 5.00ms | 0.57x | 290 | - | 90.0k (error) | 9.00ms |  |  | 2.22x jobs/s, 0.56x p99 |\n\n",
 		"### conns-10k\n\n| run | switchyard CPU µs/job | switchyard jobs/s | switchyard p99 | vs gearmand |\n",
 	} {
 		if !strings.Contains(md, want) {

@@ -85,8 +85,9 @@ var bg = &Scenario{
 }
 
 var queue1M = &Scenario{
-	Name:  "queue-1m",
-	About: "queue the job count in the background with no worker: submit rate of the first and the last 10%, RSS when full, then drain and RSS after",
+	Name: "queue-1m",
+	About: "queue the job count in the background with no worker: submit rate of the first and the last 10% and the one over the other (last/first 10%), " +
+		"RSS when full and per job (less the RSS before the fill), then drain and RSS after",
 	Uses:  append(bgUses[:len(bgUses):len(bgUses)], "settle"),
 	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
 	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
@@ -353,6 +354,11 @@ func runBackground(ctx context.Context, t Target, p Params, out *record.Run) err
 // runQueue: queue the job count, then drain, watching rate and memory.
 func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 	const function = "bench-queue"
+	var rssIdle int64
+	if u, err := t.Usage(); err == nil {
+		rssIdle = u.RSS
+		setExtra(out, "rss_idle_mb", megabytes(u.RSS))
+	}
 	fillCtx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	progress := load.NewProgress(int64(p.Jobs))
@@ -373,11 +379,12 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 	if first, last, ok := tenthRates(progress); ok {
 		setExtra(out, "submit_first10_jobs_per_s", first)
 		setExtra(out, "submit_last10_jobs_per_s", last)
-		setExtra(out, "last10_vs_first10_pct", 100*last/first)
+		out.LastVsFirst10 = last / first
 	}
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
 		setExtra(out, "rss_full_mb", megabytes(u.RSS))
+		out.RSSBytesPerJob = rssPerJob(rssIdle, u.RSS, res.finished)
 	}
 	if res.finished > 0 && res.err == nil {
 		want := res.finished
@@ -436,6 +443,15 @@ func tenthRates(p *load.Progress) (first, last float64, ok bool) {
 		return jobs / b.Sub(a).Seconds()
 	}
 	return rate(0, 10), rate(reached-10, reached), true
+}
+
+// rssPerJob is what each of jobs queued added to the server's RSS, idle
+// before and full after the fill; 0 when either is unknown.
+func rssPerJob(idle, full, jobs int64) float64 {
+	if idle <= 0 || full <= 0 || jobs <= 0 {
+		return 0
+	}
+	return float64(full-idle) / float64(jobs)
 }
 
 func setExtra(out *record.Run, key string, v float64) {

@@ -361,14 +361,12 @@ func runPeriodicDelayed(ctx context.Context, t Target, p Params, out *record.Run
 		setExtra(out, "submit_first_step_jobs_per_s", first)
 		setExtra(out, "submit_last_step_jobs_per_s", last)
 		setExtra(out, "submit_slowest_step_jobs_per_s", slowest)
-		setExtra(out, "last_vs_first_step_pct", 100*last/first)
+		out.LastVsFirst10 = last / first
 	}
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
 		setExtra(out, "rss_full_mb", megabytes(u.RSS))
-		if res.finished > 0 && rssIdle > 0 {
-			setExtra(out, "rss_bytes_per_job", float64(u.RSS-rssIdle)/float64(res.finished))
-		}
+		out.RSSBytesPerJob = rssPerJob(rssIdle, u.RSS, res.finished)
 	}
 	if res.err == nil {
 		if err := checkStatus(ctx, t, function, res.finished, out); err != nil {

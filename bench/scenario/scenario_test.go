@@ -3,6 +3,7 @@ package scenario
 import (
 	"bufio"
 	"context"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -239,6 +240,7 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 		{fg, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond}, false}, // pipelined worker
 		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}, false},
 		{conns10K, Params{Conns: 50, Clients: 1, Workers: 1, InFlight: 2, Grab: 1, Payload: 64, Duration: 300 * time.Millisecond}, false},
+		{queue1M, Params{Clients: 2, InFlight: 8, Payload: 64, Jobs: 3000, Workers: 2, Grab: 1, Timeout: time.Minute, Settle: 10 * time.Millisecond}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario.Name, func(t *testing.T) {
@@ -258,6 +260,18 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 			}
 			if tt.scenario == conns10K && run.Extra["idle_conns"] != 50 {
 				t.Errorf("idle connections: %v", run.Extra)
+			}
+			// A queue's growth: its last tenth against its first, and what
+			// a job added to the RSS (a few thousand jobs may add a page
+			// or none, so only its presence is checked).
+			if tt.scenario == queue1M {
+				idle, full := run.Extra["rss_idle_mb"], run.Extra["rss_full_mb"]
+				perJob := (full - idle) * (1 << 20) / float64(run.Jobs)
+				if run.Jobs != 3000 || run.LastVsFirst10 <= 0 || idle <= 0 || full != run.RSSMB ||
+					math.Abs(run.RSSBytesPerJob-perJob) > 0.01 || run.Extra["drain_jobs_per_s"] <= 0 {
+					t.Errorf("queue-1m: %d jobs, last tenth against the first %v, RSS %v MB (%v B/job, want %v), extras %v",
+						run.Jobs, run.LastVsFirst10, run.RSSMB, run.RSSBytesPerJob, perJob, run.Extra)
+				}
 			}
 		})
 	}
@@ -311,8 +325,9 @@ func TestPeriodicAgainstSwitchyard(t *testing.T) {
 			if tt.jobs != 0 && run.Jobs != tt.jobs {
 				t.Errorf("%d jobs, want %d", run.Jobs, tt.jobs)
 			}
-			if tt.scenario == periodicDelayed1M && (run.Extra["status_jobs"] != 2000 || run.Extra["submit_slowest_step_jobs_per_s"] <= 0 || run.Extra["rss_bytes_per_job"] == 0) {
-				t.Errorf("extras %v", run.Extra)
+			if tt.scenario == periodicDelayed1M && (run.Extra["status_jobs"] != 2000 || run.Extra["submit_slowest_step_jobs_per_s"] <= 0 ||
+				run.RSSBytesPerJob == 0 || run.LastVsFirst10 <= 0) {
+				t.Errorf("RSS per job %v, last tenth against the first %v, extras %v", run.RSSBytesPerJob, run.LastVsFirst10, run.Extra)
 			}
 		})
 	}
@@ -649,5 +664,21 @@ func TestMixedAgainstSwitchyard(t *testing.T) {
 	}
 	if err := srv.Alive(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestRSSPerJob(t *testing.T) {
+	for _, tc := range []struct {
+		idle, full, jobs int64
+		want             float64
+	}{
+		{20 << 20, 20<<20 + 200_000_000, 1_000_000, 200},
+		{0, 200 << 20, 1000, 0},    // no idle RSS read
+		{20 << 20, 0, 1000, 0},     // no full RSS read
+		{20 << 20, 30 << 20, 0, 0}, // nothing queued
+	} {
+		if got := rssPerJob(tc.idle, tc.full, tc.jobs); got != tc.want {
+			t.Errorf("rssPerJob(%d, %d, %d) = %v, want %v", tc.idle, tc.full, tc.jobs, got, tc.want)
+		}
 	}
 }

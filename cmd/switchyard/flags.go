@@ -142,6 +142,7 @@ type options struct {
 	ConfigFile        string        // --config-file or @FILE; default "/etc/gearmand.conf"; "" = none
 	FileDescriptors   int           // -f/--file-descriptors, 0 = leave the limit alone
 	MaxPacket         int64         // --max-packet (ours), default 64 MiB
+	MaxMemory         int64         // --max-memory (ours): the memory budget in bytes; -1 (default) = a quarter of the machine's or the cgroup's memory; 0 = count only
 	FunctionTTL       time.Duration // --function-ttl (ours), default 1h; 0 = keep every function
 	AdminShutdown     bool          // --admin-shutdown (ours): the "shutdown" admin command works
 	ShutdownTimeout   time.Duration // --shutdown-timeout (ours), how long "shutdown graceful" waits for running jobs; default 30s
@@ -328,6 +329,9 @@ var optTable = []*optDef{
 	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
 		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",
 		set:  setMaxPacket},
+	{long: "max-memory", value: true, dflt: "auto", group: gGeneral,
+		help: "Memory budget for what peers make the server hold (partial packets, request bodies, replies not yet read), in bytes or with a K, M, G or T suffix. Near it, large packets and bodies are refused with the protocol's error and the connections that hold the most are closed first. 'auto' is a quarter of the machine's memory or of the cgroup's limit, whichever is smaller; 0 only counts. switchyard only.",
+		set:  setMaxMemory},
 	{long: "function-ttl", value: true, dflt: "1h", group: gGeneral,
 		help: "Forget a function that has had no job, no worker and no admin setting (create function, maxqueue) for this long: seconds, or a duration such as 90s, 10m, 1h. 0 keeps every function, as gearmand does. switchyard only.",
 		set:  setFunctionTTL},
@@ -554,6 +558,39 @@ func setMaxPacket(s *parseState, v string) error {
 	}
 	s.o.MaxPacket = n
 	return nil
+}
+
+func setMaxMemory(s *parseState, v string) error {
+	if v == "auto" {
+		s.o.MaxMemory = -1
+		return nil
+	}
+	n, ok := parseMemory(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--max-memory' is invalid (auto, 0, or bytes or a number with a K, M, G or T suffix)", v)
+	}
+	s.o.MaxMemory = n
+	return nil
+}
+
+// parseMemory parses "0", "123", "512M", "2G", "1T" (suffix in either case,
+// 1K = 1024), up to 1<<50.
+func parseMemory(v string) (int64, bool) {
+	mult := int64(1)
+	if v != "" {
+		if i := strings.IndexByte("kKmMgGtT", v[len(v)-1]); i >= 0 {
+			mult = 1 << (10 * (i/2 + 1))
+			v = v[:len(v)-1]
+		}
+	}
+	if v == "" || v[0] == '+' || v[0] == '-' {
+		return 0, false
+	}
+	n, ok := parseDecimal(v)
+	if !ok || n > (1<<50)/mult {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 func setFsync(s *parseState, v string) error {
@@ -1063,6 +1100,7 @@ func defaultOptions() *options {
 		SqliteTable:       sqlite.DefaultTable,
 		ConfigFile:        defaultConfigFile,
 		MaxPacket:         defaultMaxPacket,
+		MaxMemory:         -1,
 		FunctionTTL:       time.Hour,
 		MemodbQueue:       memodb.DefaultQueueTimeout,
 		MemodbHeartbeat:   memodb.DefaultHeartbeat,

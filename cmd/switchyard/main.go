@@ -13,8 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/engine/cluster"
 	"switchyard/engine/ops"
 	"switchyard/engine/source"
@@ -115,7 +117,10 @@ type server struct {
 	o   *options
 	log *zap.Logger
 	tls *tls.Config
-	ops *ops.Server // single node: nil when --metrics-listen is off or its default was taken
+	// budget is the memory peers can make the server hold, on every
+	// protocol and across a node's terms (--max-memory).
+	budget *budget.Budget
+	ops    *ops.Server // single node: nil when --metrics-listen is off or its default was taken
 	// term is what runs: for a single node, from start to close.
 	term *term
 	// node is the cluster node (--node-id), nil for a single server;
@@ -146,6 +151,7 @@ func (s *server) start() error {
 			return err
 		}
 	}
+	s.budget = memoryBudget(o.MaxMemory, s.log)
 	if o.NodeID != "" {
 		return s.startNode()
 	}
@@ -291,7 +297,8 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 	if s.term != nil {
 		sc = s.term.sched
 	}
-	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log})
+	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log,
+		Collectors: []prometheus.Collector{s.budget.Collector()}})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
 			return fmt.Errorf("metrics: %w", err)

@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"switchyard/engine/budget"
 )
 
 // -r http's server takes the Gearman port's address rule, handles,
@@ -29,9 +31,10 @@ func TestHTTPConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		addrs, _ := protocolNamed(t, "http").listen(o)
-		c := httpConfig(o, addrs[0])
+		b := budget.New(1 << 20)
+		c := httpConfig(&env{o: o, budget: b}, addrs[0])
 		if c.Addr != tc.addr || c.KeepAlive != tc.keepAlive || c.HandlePrefix != "H:x" || !c.Exceptions ||
-			c.MaxBody != 1<<20 || c.Timeout != 5*time.Second || c.Server != "switchyard/"+version {
+			c.MaxBody != 1<<20 || c.Timeout != 5*time.Second || c.Server != "switchyard/"+version || c.Budget != b {
 			t.Errorf("%q: %+v", tc.args, c)
 		}
 	}

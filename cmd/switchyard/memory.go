@@ -1,47 +1,70 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"os"
+	"path"
+	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
+
+	"go.uber.org/zap"
+
+	"switchyard/engine/budget"
 )
 
-// After a large queue drains, the Go heap shrinks at the next collection
-// but the runtime hands the pages back to the kernel only slowly, so RSS
-// stays at its peak for minutes. gearmand users know that pain; returning
-// the memory once the queue is mostly gone is cheap by comparison.
+// After a burst the Go heap shrinks at the next collection, but an idle
+// server has no next collection, and the runtime hands pages back to the
+// kernel only slowly: RSS stays at its peak for minutes. gearmand users
+// know that pain. So the server watches what it holds for others (queued
+// jobs, the memory budget's bytes) and, each time that has halved since a
+// peak worth the trouble, collects and returns the free pages at once.
 
-// drainWatch decides when to give memory back after a peak of at least
-// minPeak live jobs: once the count has fallen to an eighth of the peak, and
-// again when it reaches zero, because the scheduler drops some indexes
-// (a function's unique index) only once they are empty.
-type drainWatch struct {
-	minPeak int
-	peak    int
-	early   bool // freed at an eighth of this peak already
+// halving decides when to give memory back: once a quantity that peaked at
+// min or more has fallen to half its level, and again at each further
+// halving, down to a sixty-fourth of min, where the episode ends and a new
+// peak of min is needed. A busy server whose queue swings between 10k and
+// 5k jobs is never made to collect by it.
+type halving struct {
+	min      int64
+	level    int64 // the peak, then the level at the last release
+	draining bool  // released since the last peak of min or more
 }
 
-// observe takes the current job count and reports whether to free memory.
-func (d *drainWatch) observe(n int) bool {
-	if n > d.peak {
-		d.peak = n
-	}
-	switch {
-	case d.peak < d.minPeak:
+// observe takes the current value and reports whether to release memory.
+func (h *halving) observe(n int64) bool {
+	if n > h.level {
+		h.level = n
 		return false
-	case n == 0:
-		d.peak, d.early = 0, false // the next peak starts from here
-		return true
-	case n <= d.peak/8 && !d.early:
-		d.early = true
-		return true
 	}
-	return false
+	if h.level < h.min && !h.draining {
+		h.level = n // no peak worth a release: follow the value down
+		return false
+	}
+	if n > h.level/2 {
+		return false
+	}
+	h.level = n
+	h.draining = n >= h.min/64
+	return true
 }
 
-// returnMemory polls the job count every interval until ctx ends.
-func returnMemory(ctx context.Context, jobs func() int, interval time.Duration) {
-	d := drainWatch{minPeak: 100_000}
+// Thresholds of the release: a queue of 100k jobs, or 64 MiB held by
+// peers, is worth a collection when it is gone.
+const (
+	releaseJobs  = 100_000
+	releaseBytes = 64 << 20
+)
+
+// returnMemory polls the job count and the budget's bytes every interval
+// until ctx ends, and releases memory when either has halved.
+func returnMemory(ctx context.Context, jobs func() int, held func() int64, interval time.Duration) {
+	j := halving{min: releaseJobs}
+	b := halving{min: releaseBytes}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -49,9 +72,112 @@ func returnMemory(ctx context.Context, jobs func() int, interval time.Duration) 
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if d.observe(jobs()) {
-				debug.FreeOSMemory()
+			// Both watches see every sample, so each keeps its level.
+			rj, rb := j.observe(int64(jobs())), b.observe(held())
+			if rj || rb {
+				release()
 			}
 		}
 	}
+}
+
+// release collects twice, so that what sync.Pools held through the first
+// collection (gnet's buffers of closed connections among them) is free
+// too, then returns the free pages to the kernel.
+func release() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// memoryLimits is the machine's memory (MemTotal) and the cgroup's limit
+// on this process (the smallest of cgroup v2's memory.max along its path,
+// or cgroup v1's memory.limit_in_bytes), 0 when unknown or unlimited.
+// root is "/" but for tests.
+func memoryLimits(root string) (machine, cgroup int64) {
+	if b, err := os.ReadFile(path.Join(root, "proc/meminfo")); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					machine = kb << 10
+				}
+			}
+		}
+	}
+	lower := func(v int64) {
+		if v > 0 && (cgroup == 0 || v < cgroup) {
+			cgroup = v
+		}
+	}
+	if b, err := os.ReadFile(path.Join(root, "proc/self/cgroup")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok { // cgroup v2
+				for dir := path.Clean("/" + p); ; dir = path.Dir(dir) {
+					lower(readLimit(path.Join(root, "sys/fs/cgroup", dir, "memory.max")))
+					if dir == "/" {
+						break
+					}
+				}
+			}
+		}
+	}
+	lower(readLimit(path.Join(root, "sys/fs/cgroup/memory/memory.limit_in_bytes"))) // cgroup v1
+	if machine > 0 && cgroup >= machine {
+		cgroup = 0 // v1 writes "no limit" as a huge number
+	}
+	return machine, cgroup
+}
+
+// readLimit reads a cgroup memory limit file: bytes, or 0 for "max", a
+// missing file or anything else.
+func readLimit(file string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// autoBudget is --max-memory's default: a quarter of the machine's memory
+// or of the cgroup's limit, whichever is smaller; 1 GiB when neither is
+// known. The rest is for the queued jobs, the store and the runtime.
+func autoBudget(machine, cgroup int64) int64 {
+	m := machine
+	if cgroup > 0 && (m == 0 || cgroup < m) {
+		m = cgroup
+	}
+	if m <= 0 {
+		return 1 << 30
+	}
+	return m / 4
+}
+
+// memoryBudget makes the server's memory budget from --max-memory (-1:
+// autoBudget) and says what it is. Under a cgroup limit, and unless
+// GOMEMLIMIT says otherwise, the Go runtime is also told to collect harder
+// as the process nears nine tenths of that limit, rather than be killed at
+// it.
+func memoryBudget(maxMemory int64, log *zap.Logger) *budget.Budget {
+	machine, cgroup := memoryLimits("/")
+	limit := maxMemory
+	if limit < 0 {
+		limit = autoBudget(machine, cgroup)
+	}
+	fields := []zap.Field{zap.Int64("max_memory", limit), zap.Int64("machine", machine)}
+	if cgroup > 0 {
+		fields = append(fields, zap.Int64("cgroup_limit", cgroup))
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(cgroup / 10 * 9)
+			fields = append(fields, zap.Int64("go_memory_limit", cgroup/10*9))
+		}
+	}
+	if limit == 0 {
+		fields[0] = zap.String("max_memory", "0 (counted, not enforced)")
+	}
+	notice(log, "memory budget", fields...)
+	return budget.New(limit)
 }

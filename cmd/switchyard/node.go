@@ -327,7 +327,7 @@ func (s *server) stopRole(role *nodeRole) {
 func (s *server) nodeOps(t *term) *ops.Server {
 	n := s.node
 	cfg := ops.Config{Version: version, Revision: readBuild().Revision, Protocol: source.Name, Log: s.log,
-		Collectors: []prometheus.Collector{n.Collector()},
+		Collectors: []prometheus.Collector{n.Collector(), s.budget.Collector()},
 		Health:     func() error { return nodeHealth(n) },
 		Cluster:    nodeAPI{n},
 		Store: func() ops.StoreStats {

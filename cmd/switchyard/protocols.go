@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"switchyard/engine/budget"
 	"switchyard/engine/controller"
 	"switchyard/engine/dwork"
 	"switchyard/engine/gearhttp"
@@ -57,6 +58,8 @@ type env struct {
 	sched *sched.Sched
 	log   *zap.Logger
 	tls   *tls.Config
+	// budget is the memory budget every frontend's connections hold against.
+	budget *budget.Budget
 	// workers lists the other protocols' workers, for Gearman's listing.
 	workers func() []workerline.Worker
 	// shutdown is the admin command's ("shutdown [graceful]") way to stop
@@ -79,7 +82,7 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "0.0.0.0"), defaultPeriodicPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := periodic.New(periodic.Config{Addrs: addrs, Loops: e.o.Threads}, e.sched, e.log)
+			s := periodic.New(periodic.Config{Addrs: addrs, Loops: e.o.Threads, Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
@@ -103,7 +106,7 @@ var protocols = []protocol{
 			if funcs == nil {
 				funcs = []string{defaultControllerFunc}
 			}
-			s := controller.New(controller.Config{Socket: addrs[0], Funcs: funcs, MaxExtra: int(e.o.MaxPacket)}, e.sched, e.log)
+			s := controller.New(controller.Config{Socket: addrs[0], Funcs: funcs, MaxExtra: int(e.o.MaxPacket), Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
@@ -154,7 +157,7 @@ var protocols = []protocol{
 			return []string{net.JoinHostPort(o.Listen, o.HTTPPort)}, o.HTTPPortGiven
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := gearhttp.New(httpConfig(e.o, addrs[0]), e.sched, e.log)
+			s := gearhttp.New(httpConfig(e, addrs[0]), e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
@@ -198,6 +201,7 @@ func gearmanConfig(e *env) gearman.Config {
 		Shutdown:     e.shutdown,
 		MoreWorkers:  e.workers,
 		Commands:     e.commands,
+		Budget:       e.budget,
 	}
 	if o.KeepaliveIdle > 0 {
 		cfg.KeepaliveIdle = time.Duration(o.KeepaliveIdle) * time.Second
@@ -213,8 +217,10 @@ func gearmanConfig(e *env) gearman.Config {
 
 // httpConfig is gearmand's HTTP protocol's configuration (-r http) on addr:
 // the Gearman port's job handles, exceptions and TCP keepalive settings.
-func httpConfig(o *options, addr string) gearhttp.Config {
+func httpConfig(e *env, addr string) gearhttp.Config {
+	o := e.o
 	cfg := gearhttp.Config{
+		Budget:       e.budget,
 		Addr:         addr,
 		HandlePrefix: o.JobHandlePrefix,
 		Exceptions:   o.Exceptions,

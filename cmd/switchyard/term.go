@@ -36,11 +36,11 @@ type running struct {
 // closed by the caller after stop).
 func (s *server) newTerm(cfg sched.Config) *term {
 	t := &term{o: s.o, log: s.log, sched: sched.New(cfg)}
-	t.env = &env{o: s.o, sched: t.sched, log: s.log, tls: s.tls, workers: t.moreWorkers, shutdown: s.shutdownFunc()}
+	t.env = &env{o: s.o, sched: t.sched, log: s.log, tls: s.tls, budget: s.budget, workers: t.moreWorkers, shutdown: s.shutdownFunc()}
 	t.defer_(t.sched.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.defer_(cancel)
-	go returnMemory(ctx, t.sched.Len, time.Second)
+	go returnMemory(ctx, t.sched.Len, s.budget.Used, time.Second)
 	return t
 }
 

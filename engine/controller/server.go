@@ -38,6 +38,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/controller"
+	"switchyard/engine/budget"
 	"switchyard/engine/internal/gnetloop"
 	"switchyard/engine/listen"
 	"switchyard/engine/workerline"
@@ -66,6 +67,9 @@ type Config struct {
 	// RegisterGrace is how long a worker that registered without a
 	// next_pulse has to send its first pulse; 0 = 60 s.
 	RegisterGrace time.Duration
+	// Budget is the memory budget the main socket's connections hold
+	// against (see engine/budget); nil = none.
+	Budget *budget.Budget
 }
 
 // Server is a running controller: its main socket on a gnetloop.Server,
@@ -118,7 +122,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		workers: make(map[uint64]*worker),
 		conns:   make(map[*pulseConn]time.Time),
 	}
-	srv.loop = gnetloop.New(gnetloop.Config{Name: "controller", Addrs: []string{"unix://" + cfg.Socket}, Loops: cfg.Loops, Log: log}, srv)
+	srv.loop = gnetloop.New(gnetloop.Config{Name: "controller", Addrs: []string{"unix://" + cfg.Socket}, Loops: cfg.Loops, Budget: cfg.Budget, Log: log}, srv)
 	srv.pulses.New = func() any { return new(codec.WorkerPulse) }
 	return srv
 }

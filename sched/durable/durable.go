@@ -305,11 +305,13 @@ func (s *Store) Attach(sc *sched.Sched) { s.attached.Store(sc) }
 
 // Encode is the value Put writes for r (sched.Store): a copy, so r may
 // change once it returns.
-func (s *Store) Encode(r *sched.Record) []byte { return encode(r) }
+func (s *Store) Encode(r *sched.Record) []byte { return lend(r) }
 
 // Put queues rec, from Encode, as job id's record, and calls done (if not
 // nil) from the writer's goroutine once it is durable as the Sync mode
-// says, or with the error that stopped it (sched.Store).
+// says, or with the error that stopped it (sched.Store). rec is the
+// store's from then on: once written, its memory may hold another record
+// (recycle), so a record is put once.
 func (s *Store) Put(id uint64, rec []byte, done func(error)) {
 	o := op{kind: opPut, val: rec, done: done}
 	putKey(&o.key, id)
@@ -332,7 +334,7 @@ func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done
 // Save writes r and waits until it is durable: for tools and tests.
 func (s *Store) Save(r *sched.Record) error {
 	ch := make(chan error, 1)
-	s.Put(r.ID, encode(r), func(err error) { ch <- err })
+	s.Put(r.ID, lend(r), func(err error) { ch <- err })
 	return <-ch
 }
 
@@ -505,6 +507,7 @@ func cancelEnded(ops []op, index map[[keySize]byte]int) int {
 			index[ops[i].key] = i
 		case opDelete:
 			if j, ok := index[ops[i].key]; ok {
+				recycle(ops[j].val)
 				ops[j].kind, ops[j].val = opCancelled, nil
 				delete(index, ops[i].key)
 				n++
@@ -550,9 +553,11 @@ func (s *Store) commit(ops []op) {
 
 // apply commits ops as one Pebble batch and waits for its sync. The
 // batch is built here, and closed by guard's goroutine: if the database
-// fails, guard returns while Pebble may still hold it.
+// fails, guard returns while Pebble may still hold it. The batch holds
+// copies of the records, so they go back to their pool at once.
 func (s *Store) apply(in *incarnation, ops []op) error {
 	b := s.build(in, ops)
+	recycleAll(ops)
 	s.batches.Add(1)
 	return s.guard(in, func() error {
 		defer b.Close()
@@ -575,6 +580,7 @@ func (s *Store) write1(ops []op) written {
 	// are answered and recycled, the key set rebuilt. The batch stays
 	// with that goroutine: closed by it on an error, never reused.
 	b := s.build(in, ops)
+	recycleAll(ops)
 	s.batches.Add(1)
 	err := s.guard(in, func() error {
 		var err error
@@ -712,6 +718,19 @@ func (s *Store) build(in *incarnation, ops []op) *pebble.Batch {
 	}
 	s.seq++
 	return b
+}
+
+// recycleAll gives back the records of ops, which the batch they went into
+// holds copies of. Only the writer calls it, once the call into Pebble
+// that built the batch has returned: guard may stop waiting for one that
+// hangs, which may still read them.
+func recycleAll(ops []op) {
+	for i := range ops {
+		if ops[i].kind == opPut {
+			recycle(ops[i].val)
+			ops[i].val = nil
+		}
+	}
 }
 
 // done calls the dones of a batch's records with its outcome.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -134,7 +135,8 @@ func TestDurableArgs(t *testing.T) {
 // queue-1m-durable with a small queue: between the fill and the drain the
 // server is killed and restarted on its data, the row reports how long the
 // restart took, and the drain finds every acknowledged job (a missing one
-// would leave it waiting, and the row would be an error).
+// would leave it waiting, and the row would be an error). The record and
+// the row carry the queue's last tenth against its first and its RSS.
 func TestDurableRestartEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the bench and the server; skipped with -short")
@@ -146,7 +148,8 @@ func TestDurableRestartEndToEnd(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
 		}
 	}
-	cmd := exec.Command(bin, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none", "--out", "",
+	results := filepath.Join(dir, "results")
+	cmd := exec.Command(bin, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none", "--out", results,
 		"--queue-1m-durable.jobs", "3000", "--queue-1m-durable.clients", "2", "--queue-1m-durable.workers", "2",
 		"--queue-1m-durable.settle", "10ms", "--queue-1m-durable.timeout", "1m")
 	var stderr bytes.Buffer
@@ -165,6 +168,28 @@ func TestDurableRestartEndToEnd(t *testing.T) {
 		t.Errorf("no queue-1m-durable row with a restart and a drain, and no error, in:\n%s\n%s", out, stderr.String())
 	}
 	t.Log(row)
+	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("records %v, %v; want one", paths, err)
+	}
+	rec, err := record.Read(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := rec.Find("queue-1m-durable", "switchyard", 1)
+	if run == nil || run.LastVsFirst10 <= 0 || run.RSSMB <= 0 || run.Extra["rss_idle_mb"] <= 0 {
+		t.Fatalf("queue-1m-durable's record: %+v", run)
+	}
+	// The row shows them where the header says.
+	cells := strings.Split(row, " | ")
+	header := strings.Split(strings.Split(string(out), "\n")[0], " | ")
+	for name, want := range map[string]string{"last/first 10%": record.FormatTenths(run.LastVsFirst10),
+		"RSS B/job": record.FormatBytes(run.RSSBytesPerJob), "RSS MB": fmt.Sprintf("%.1f", run.RSSMB)} {
+		i := slices.Index(header, name)
+		if i < 0 || i >= len(cells) || cells[i] != want {
+			t.Errorf("column %q (%d): row %q, want %q", name, i, row, want)
+		}
+	}
 }
 
 // TestMixedEndToEnd builds switchyard and the bench and runs ceiling, fg and
