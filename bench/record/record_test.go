@@ -263,6 +263,7 @@ func TestFormat(t *testing.T) {
 		{FormatShare(1.2), "120%"},
 		{FormatExtra(map[string]float64{"idle_conns": 10000, "open_conns_s": 1.284, "rss_idle_mb": 20.61}), "idle conns 10000, open conns 1.28 s, rss idle 20.6 MB"},
 		{FormatExtra(nil), ""},
+		{FormatExtra(map[string]float64{"pacer_lag_p99_us": 1500, "offered_jobs_per_s": 4000}), "offered 4.00k/s, pacer lag p99 1.50ms"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
