@@ -211,6 +211,17 @@ func Markdown(s *Series) string {
 		"CPU s is the server's user+system time during the whole scenario; `vs gearmand` " +
 		"sets switchyard's jobs/s, p99 and server CPU per job against gearmand's.\n\n")
 
+	if rec := LatestCurves(s); rec != nil {
+		fmt.Fprintf(&b, "## Latency against offered rate: %s\n\n", rec.Label())
+		b.WriteString("![p50, p99 and p99.9 against the offered rate, per server](curve.svg)\n\n" +
+			"Open loop, as wrk2: jobs are sent on a fixed schedule at the offered rate, whatever became of the ones before, and each is " +
+			"timed from when it was due, so a stall counts for every job due during it. Each step runs on the same server and workers, " +
+			"the rate 1.3x the last, until the server finishes less than 95% of the offered jobs (or leaves some unsent or abandoned): " +
+			"that step, past saturation, is the curve's last (a hollow point in the chart). The knee is the highest rate sustained " +
+			"with p99 under the bound.\n\n")
+		b.WriteString(rec.CurveMarkdown())
+		b.WriteString("\n")
+	}
 	b.WriteString("## History\n\n![jobs/s, p99 and server CPU per job per scenario over runs](history.svg)\n\n")
 	for _, sc := range s.Scenarios {
 		// The servers that ran it, and the ceiling and queue columns if any
