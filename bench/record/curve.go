@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -47,6 +48,12 @@ func Knee(curve []Step, boundMicros int64) (Step, bool) {
 	return knee, found
 }
 
+// Saturation is the highest offered rate of the curve that was
+// sustained, whatever its latency, and false if none was.
+func Saturation(curve []Step) (Step, bool) {
+	return Knee(curve, math.MaxInt64)
+}
+
 // CurveMarkdown renders the record's curves side by side, one row per
 // offered rate, and a row for each server's knee.
 func (r *Record) CurveMarkdown() string {
@@ -82,12 +89,16 @@ func (r *Record) CurveMarkdown() string {
 // baseline's of the same scenario and round.
 func KneeMarkdown(runs []*Run) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| knee (highest rate sustained with p99 ≤ %s) | server | round | offered/s | p50 | p99 | p99.9 | vs %s |\n", FormatMicros(KneeP99Micros), Baseline)
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "| knee (highest rate sustained with p99 ≤ %s) | server | round | offered/s | p50 | p99 | p99.9 | vs %s | highest sustained/s |\n", FormatMicros(KneeP99Micros), Baseline)
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, run := range runs {
+		sat := "none"
+		if s, ok := Saturation(run.Curve); ok {
+			sat = FormatRate(s.Offered)
+		}
 		knee, ok := Knee(run.Curve, KneeP99Micros)
 		if !ok {
-			fmt.Fprintf(&b, "| %s | %s | %d | none |  |  |  |  |\n", run.Scenario, run.Server, run.Round)
+			fmt.Fprintf(&b, "| %s | %s | %d | none |  |  |  |  | %s |\n", run.Scenario, run.Server, run.Round, sat)
 			continue
 		}
 		vs := ""
@@ -98,8 +109,8 @@ func KneeMarkdown(runs []*Run) string {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", run.Scenario, run.Server, run.Round, FormatRate(knee.Offered),
-			FormatMicros(knee.Latency.P50), FormatMicros(knee.Latency.P99), FormatMicros(knee.Latency.P999), vs)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", run.Scenario, run.Server, run.Round, FormatRate(knee.Offered),
+			FormatMicros(knee.Latency.P50), FormatMicros(knee.Latency.P99), FormatMicros(knee.Latency.P999), vs, sat)
 	}
 	return b.String()
 }

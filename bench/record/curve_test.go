@@ -22,6 +22,10 @@ func TestKnee(t *testing.T) {
 		{"and nothing unsent", []Step{{Offered: 1000, JobsPerSec: 1000, Unsent: 1, Latency: Latency{P99: 10}}}, 0},
 		{"p99 at the bound is under it", []Step{step(1000, 1000, KneeP99Micros)}, 1000},
 	}
+	// Saturation: the highest sustained, whatever its p99.
+	if s, ok := Saturation([]Step{step(1000, 1000, 500), step(1300, 1300, 900_000), step(1690, 1400, 900)}); !ok || s.Offered != 1300 {
+		t.Errorf("saturation %v (%v), want 1300", s.Offered, ok)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			knee, ok := Knee(tt.curve, KneeP99Micros)
@@ -45,8 +49,8 @@ func TestCurveMarkdown(t *testing.T) {
 		"| no (0 unsent, 0 abandoned) |",
 		"| no (7 unsent, 3 abandoned) |",
 		"| knee (highest rate sustained with p99 ≤ 10.0ms) | server | round | offered/s |",
-		"| fg-curve | switchyard | 1 | 2.60k | 300µs | 600µs | 1.20ms | 1.30x |",
-		"| fg-curve | gearmand | 1 | 2.00k | 350µs | 700µs | 1.40ms |  |",
+		"| fg-curve | switchyard | 1 | 2.60k | 300µs | 600µs | 1.20ms | 1.30x | 2.60k |",
+		"| fg-curve | gearmand | 1 | 2.00k | 350µs | 700µs | 1.40ms |  | 2.00k |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("curve table lacks %q:\n%s", want, md)
