@@ -187,6 +187,11 @@ func Markdown(s *Series) string {
 		"assigned to workers; `periodic-due` times a job's due time (sched_at) to its JOB_ASSIGN, and its jobs/s is " +
 		"the rate at which jobs fell due. `controller` times submit to WORK_COMPLETE of Gearman clients' jobs that 64 " +
 		"controller workers run. `memodb` times JOB to RESULT of MemoDB clients' jobs that 64 MemoDB worker contexts run. " +
+		"`fg-rate`, `http-rate`, `memodb-rate` and `periodic-rate` are open loops: jobs go on a fixed schedule at the offered rate " +
+		"(the `offered` note) and each is timed from when it was due (to WORK_COMPLETE, the HTTP answer, RESULT, JOB_ASSIGN), " +
+		"so both servers get the same load and a stall counts for every job due during it; their jobs/s is what the server " +
+		"finished, below the offered rate when it fell behind, and `pacer lag p99` how late the load generator itself sent. " +
+		"`fg-curve` steps that load (see the curve below): its jobs/s and latency are its knee's. " +
 		"`controller-pulses` runs no job: 1,000 workers pulse, and its jobs/s is pulses/s, its " +
 		"latency a pulse's round trip (connect to PulseResponse), and its notes the server's CPU per second (`cpu ms per sec`) " +
 		"and per pulse over the measured time: the cost of keeping every worker's next_pulse as an exact deadline. " +
