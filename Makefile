@@ -4,7 +4,7 @@ PKGS    := ./...
 # VERSION is the release, read from the one place it is written.
 VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
-.PHONY: all build run test test-unit test-race deps vet fmt proto fuzz bench bench-latency bench-micro bench-report bench-deps conformance clean man install uninstall deb image
+.PHONY: all build run test test-unit test-race faults deps vet fmt proto fuzz bench bench-latency bench-micro bench-report bench-deps conformance clean man install uninstall deb image
 
 all: build
 
@@ -38,6 +38,14 @@ test: deps vet
 	@mkdir -p $(TESTLOG)/artifacts
 	GO=$(GO) ./.ci/gotest $(TESTLOG)/unit.json -count=1 -artifacts -outputdir $(CURDIR)/$(TESTLOG)/artifacts $(PKGS)
 	GO=$(GO) ./.ci/gotest $(TESTLOG)/race.json -count=1 -race ./sched/... ./engine/...
+
+# faults is the fault suite (cmd/switchyard/e2e_faults_test.go): hostile
+# peers against the real binary, with its RSS and another client's ECHO
+# time asserted, so it runs alone, after make test. Its -json stream goes
+# to $(TESTLOG)/faults.json.
+faults:
+	@mkdir -p $(TESTLOG)
+	SWITCHYARD_FAULTS=1 GO=$(GO) ./.ci/gotest $(TESTLOG)/faults.json -count=1 -run '^TestFault' -timeout 15m ./cmd/switchyard
 
 vet:
 	$(GO) vet $(PKGS)

@@ -40,7 +40,7 @@ func (s *server) newTerm(cfg sched.Config) *term {
 	t.defer_(t.sched.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.defer_(cancel)
-	go returnMemory(ctx, t.sched.Len, s.budget.Used, time.Second)
+	go returnMemory(ctx, t.sched.Len, func() (int64, int64) { return s.budget.Peak(), s.budget.Used() }, time.Second)
 	return t
 }
 

@@ -29,6 +29,11 @@ type Budget struct {
 
 	cuts    atomic.Uint64 // holders cut off
 	refused atomic.Uint64 // requests for more refused
+
+	peak    atomic.Int64 // the most held since the last Peak
+	pressed atomic.Bool  // past half the budget, and not back under a quarter
+	pressMu sync.Mutex   // orders onPress's calls
+	onPress func(bool)
 }
 
 // New returns a budget of limit bytes; a limit of 0 or less refuses
@@ -42,6 +47,38 @@ func (b *Budget) Limit() int64 { return max(b.limit, 0) }
 
 // Used is what is held now.
 func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Peak is the most that was held since the last call of Peak: a burst
+// that a sampler would miss between two samples.
+func (b *Budget) Peak() int64 {
+	return max(b.peak.Swap(b.used.Load()), b.used.Load())
+}
+
+// OnPressure has f called with true when what is held passes half the
+// budget, and with false once it is back under a quarter of it: the
+// server collects its garbage sooner meanwhile, so that what peers make
+// it hold and throw away does not double its memory before a collection.
+// Call it before the budget is used.
+func (b *Budget) OnPressure(f func(pressed bool)) { b.onPress = f }
+
+// moved notes that used is now u.
+func (b *Budget) moved(u int64) {
+	for p := b.peak.Load(); u > p && !b.peak.CompareAndSwap(p, u); p = b.peak.Load() {
+	}
+	if b.onPress == nil || b.limit <= 0 {
+		return
+	}
+	if on := b.pressed.Load(); on && u < b.limit/4 || !on && u > b.limit/2 {
+		b.pressMu.Lock()
+		defer b.pressMu.Unlock()
+		// Again under the lock: another goroutine may have flipped it.
+		u = b.used.Load()
+		if on := b.pressed.Load(); on && u < b.limit/4 || !on && u > b.limit/2 {
+			b.pressed.Store(!on)
+			b.onPress(!on)
+		}
+	}
+}
 
 // Cuts is how many holders were cut off; Refused how many requests for
 // more were refused.
@@ -86,7 +123,9 @@ func (h *Holder) Set(n int64) {
 		return
 	}
 	if d := n - h.base.Swap(n); d != 0 {
-		if h.b.used.Add(d) > h.b.limit && h.b.limit > 0 && d > 0 {
+		u := h.b.used.Add(d)
+		h.b.moved(u)
+		if u > h.b.limit && h.b.limit > 0 && d > 0 {
 			h.b.enforce()
 		}
 	}
@@ -102,14 +141,13 @@ func (h *Holder) Take(n int64) bool {
 		return false
 	}
 	b := h.b
-	if b.limit > 0 && b.used.Add(n) > b.limit {
+	u := b.used.Add(n)
+	if b.limit > 0 && u > b.limit {
 		b.used.Add(-n)
 		b.refused.Add(1)
 		return false
 	}
-	if b.limit <= 0 {
-		b.used.Add(n)
-	}
+	b.moved(u)
 	h.extra.Add(n)
 	return true
 }
@@ -120,7 +158,7 @@ func (h *Holder) Give(n int64) {
 		return
 	}
 	h.extra.Add(-n)
-	h.b.used.Add(-n)
+	h.b.moved(h.b.used.Add(-n))
 }
 
 // Release gives back everything h holds and forgets it: its connection
@@ -133,7 +171,7 @@ func (h *Holder) Release() {
 	h.b.mu.Lock()
 	delete(h.b.holders, h)
 	h.b.mu.Unlock()
-	h.b.used.Add(-(h.base.Swap(0) + h.extra.Swap(0)))
+	h.b.moved(h.b.used.Add(-(h.base.Swap(0) + h.extra.Swap(0))))
 }
 
 // enforce cuts off the largest holders until what the others hold is

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"slices"
 	"sync"
 	"testing"
 )
@@ -108,4 +109,63 @@ func TestConcurrent(t *testing.T) {
 	if b.Used() != 0 {
 		t.Errorf("used %d after every holder left", b.Used())
 	}
+}
+
+// Peak is the most held since the last call, even when it was given back
+// before anyone looked.
+func TestPeak(t *testing.T) {
+	b := New(1000)
+	h := b.Hold(func() {})
+	h.Set(300)
+	h.Take(400) // 700
+	h.Give(400)
+	h.Set(100)
+	if p := b.Peak(); p != 700 {
+		t.Fatalf("Peak = %d, want 700", p)
+	}
+	if p := b.Peak(); p != 100 {
+		t.Fatalf("Peak after a call = %d, want what is held, 100", p)
+	}
+	h.Release()
+	if p := b.Peak(); p != 100 {
+		t.Fatalf("Peak = %d, want 100 (held before the release)", p)
+	}
+	if p := b.Peak(); p != 0 {
+		t.Fatalf("Peak = %d, want 0", p)
+	}
+}
+
+// The pressure hook is called past half the budget, and again only once
+// it is back under a quarter: no flapping around one threshold.
+func TestPressure(t *testing.T) {
+	b := New(1000)
+	var calls []bool
+	b.OnPressure(func(p bool) { calls = append(calls, p) })
+	h := b.Hold(func() {})
+	steps := []struct {
+		set  int64
+		want []bool
+	}{
+		{400, nil},
+		{501, []bool{true}},
+		{300, []bool{true}}, // under half, not under a quarter
+		{600, []bool{true}}, // pressed already
+		{249, []bool{true, false}},
+		{400, []bool{true, false}},
+		{900, []bool{true, false, true}},
+	}
+	for i, s := range steps {
+		h.Set(s.set)
+		if !slices.Equal(calls, s.want) {
+			t.Fatalf("step %d (held %d): calls %v, want %v", i, s.set, calls, s.want)
+		}
+	}
+	h.Release()
+	if !slices.Equal(calls, []bool{true, false, true, false}) {
+		t.Fatalf("after release: calls %v", calls)
+	}
+	// A budget of 0 only counts: never pressed.
+	z := New(0)
+	z.OnPressure(func(bool) { t.Fatal("pressure on a budget of 0") })
+	z.Hold(func() {}).Set(1 << 40)
 }

@@ -54,16 +54,23 @@ const minBody = 128 << 10
 // bodyCap is the capacity to allocate for a packet of need bytes when have
 // bytes of it have arrived: room for what has come and as much again, so a
 // header alone cannot make the server allocate the megabytes it claims;
-// the buffer doubles as bytes arrive. The last step adds a sixteenth of
-// slack: a job's payload is its buffer's tail, and the slack lets that tail
-// hold a packet of the same size again.
+// the buffer doubles as bytes arrive, until an eighth of the packet has
+// come, when it takes all of it at once: each growth copies what came
+// before in one event, and a 16 MiB packet doubling to its end copied 8
+// MiB of its prefix at its last step alone, with the page faults of a new
+// buffer, while its loop's other connections waited. The last step adds a
+// sixteenth of slack: a job's payload is its buffer's tail, and the slack
+// lets that tail hold a packet of the same size again.
 func bodyCap(need, have int) int {
 	c := max(2*have, minBody)
-	if c >= need {
+	if c >= need || need <= bodyJump*have {
 		return need + need/16
 	}
 	return c
 }
+
+// bodyJump: a packet whose buffer has a bodyJump-th of it takes all of it.
+const bodyJump = 8
 
 // put offers b for reuse. Small buffers, and any larger than the pool's
 // limit, are left to the garbage collector; to make room, the buffers

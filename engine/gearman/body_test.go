@@ -55,6 +55,8 @@ func TestBodyCap(t *testing.T) {
 	}{
 		{64 << 20, 12, minBody},              // a header alone
 		{64 << 20, minBody, 2 * minBody},     // doubling
+		{64 << 20, 4 * mib, 8 * mib},         // still doubling: less than an eighth here
+		{64 << 20, 8 * mib, 64*mib + 4*mib},  // an eighth: all of it, plus slack
 		{64 << 20, 40 * mib, 64*mib + 4*mib}, // the last step: all of it, plus slack
 		{mib, 600 << 10, mib + mib/16},       // a packet mostly here: all of it
 		{100 << 10, 12, 100<<10 + 100<<10/16},

@@ -8,7 +8,7 @@ import (
 
 	codec "switchyard/codec/gearman"
 	"switchyard/engine/internal/gnetloop"
-	"switchyard/engine/tlsgate"
+	"switchyard/engine/internal/tlsgate"
 	"switchyard/sched"
 )
 
@@ -98,9 +98,10 @@ type outTail struct {
 func (cn *conn) Traffic() gnet.Action {
 	cn.Receive(cn.take, cn.apply)
 	action := gnet.None
+	direct := 0 // bytes of large packets read straight from the socket this event
 	for {
 		if cn.bodyLen > 0 {
-			done, ok := cn.readBody()
+			done, ok := cn.readBody(&direct)
 			if !ok {
 				// The peer left mid-packet. Replies this event made for
 				// other connections must still go out (Finish).
@@ -276,11 +277,19 @@ func (cn *conn) have() int {
 	return len(cn.body)
 }
 
+// bodyReadMax bounds what one event reads of a large packet straight from
+// the socket, so that a peer streaming a body as fast as loopback allows
+// does not hold its event loop, and the other connections on it, for the
+// whole body: the rest is read on the next turn (gnet's poller is level
+// triggered, so the socket's unread bytes bring it back).
+const bodyReadMax = 256 << 10
+
 // readBody moves the large packet's bytes into cn.body (or, refused, into
 // the loop's scratch): first what gnet has buffered, then straight from
-// the socket until it would block. done says the packet is whole; !ok
-// that the connection failed or hit EOF.
-func (cn *conn) readBody() (done, ok bool) {
+// the socket until it would block or this event has read bodyReadMax that
+// way (counted in direct). done says the packet is whole; !ok that the
+// connection failed or hit EOF.
+func (cn *conn) readBody(direct *int) (done, ok bool) {
 	for cn.have() < cn.bodyLen {
 		var room []byte
 		if !cn.refused {
@@ -299,7 +308,11 @@ func (cn *conn) readBody() (done, ok bool) {
 		if b := cn.C.InboundBuffered(); b > 0 {
 			n, _ = cn.C.Read(room[:min(b, len(room))])
 		} else {
-			n, err = unix.Read(cn.Fd(), room)
+			if *direct >= bodyReadMax {
+				return false, true // the others' turn; the socket still has bytes
+			}
+			n, err = unix.Read(cn.Fd(), room[:min(len(room), bodyReadMax-*direct)])
+			*direct += max(n, 0)
 		}
 		switch {
 		case n > 0 && cn.refused:
