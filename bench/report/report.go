@@ -221,9 +221,9 @@ func Markdown(s *Series) string {
 		b.WriteString("![p50, p99 and p99.9 against the offered rate, per server](curve.svg)\n\n" +
 			"Open loop, as wrk2: jobs are sent on a fixed schedule at the offered rate, whatever became of the ones before, and each is " +
 			"timed from when it was due, so a stall counts for every job due during it. Each step runs on the same server and workers, " +
-			"the rate 1.3x the last, until the server finishes less than 95% of the offered jobs (or leaves some unsent or abandoned): " +
-			"that step, past saturation, is the curve's last (a hollow point in the chart). The knee is the highest rate sustained " +
-			"with p99 under the bound.\n\n")
+			"the rate 1.3x the last, until two steps in a row are not sustained: the server finished less than 95% of the offered jobs " +
+			"or left some unsent or abandoned (hollow points in the chart); one alone may be a stall of a shared machine. The knee is " +
+			"the highest rate sustained with p99 at or under the bound, and the last column the highest sustained at all.\n\n")
 		b.WriteString(rec.CurveMarkdown())
 		b.WriteString("\n")
 	}

@@ -42,7 +42,7 @@ var fgRate = &Scenario{
 
 var fgCurve = &Scenario{
 	Name: "fg-curve",
-	About: "fg-rate stepped: the offered rate from the rate param up by 1.3x a step until the server falls behind, and one step past; " +
+	About: "fg-rate stepped: the offered rate from the rate param up by 1.3x a step until two steps in a row are not sustained; " +
 		"each step's p50/p99/p99.9 in the record's curve, and the knee (highest rate sustained with p99 under the bound)",
 	Uses: rateUses,
 	// Steps of 2 s after 0.5 s of warm-up: 11 steps from 2,000 jobs/s
