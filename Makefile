@@ -4,7 +4,7 @@ PKGS    := ./...
 # VERSION is the release, read from the one place it is written.
 VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
-.PHONY: all build run test test-unit test-race faults deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean man install uninstall deb image
+.PHONY: all build run test test-unit test-race faults deps vet fmt proto fuzz bench bench-latency bench-micro bench-report bench-deps conformance clean man install uninstall deb image
 
 all: build
 
@@ -178,6 +178,14 @@ BENCHFLAGS ?=
 bench: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
 	./bin/switchyard-bench --switchyard $(BIN) --out bench/results $(BENCHFLAGS)
+
+# bench-latency runs the open-loop scenarios only: the same offered rates on
+# switchyard and gearmand, and the latency-throughput curve (fg-curve), three
+# rounds, about ten minutes; make bench-report then draws curve.svg.
+bench-latency: build
+	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
+	./bin/switchyard-bench --switchyard $(BIN) --out bench/results --rounds 3 \
+	  --scenarios fg-curve,fg-rate,http-rate,memodb-rate,periodic-rate $(BENCHFLAGS)
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/... ./sched/...

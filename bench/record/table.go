@@ -197,6 +197,8 @@ func FormatExtra(extra map[string]float64) string {
 		switch {
 		case strings.HasSuffix(k, "_jobs_per_s"):
 			k, s = strings.TrimSuffix(k, "_jobs_per_s"), FormatRate(v)+"/s"
+		case strings.HasSuffix(k, "_us"):
+			k, s = strings.TrimSuffix(k, "_us"), FormatMicros(int64(v))
 		case strings.HasSuffix(k, "_mb"):
 			k, s = strings.TrimSuffix(k, "_mb"), fmt.Sprintf("%.1f MB", v)
 		case strings.HasSuffix(k, "_pct"):

@@ -139,8 +139,9 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
-	httpFg, httpBg,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, mixed, bgDurable, queue1MDurable,
+	fgRate, fgCurve,
+	httpFg, httpBg, httpRate,
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, periodicRate, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, memodbRate, mixed, bgDurable, queue1MDurable,
 	clusterBg, clusterBgFollower, clusterFailover}
 
 // Lookup finds scenarios by name, in the order given.

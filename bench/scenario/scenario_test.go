@@ -20,7 +20,7 @@ import (
 )
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
-	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
+	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "fg-rate", "fg-curve", "bg-durable", "queue-1m-durable"}
 	var gearman, echo, periodic, controller, dworks, memodb, https, mixes, clusters []string
 	for _, s := range All {
 		switch {
@@ -50,7 +50,7 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"ceiling", "ceiling-sync"}; !reflect.DeepEqual(echo, want) {
 		t.Errorf("echo scenarios %q, want %q", echo, want)
 	}
-	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m"}; !reflect.DeepEqual(periodic, want) {
+	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m", "periodic-rate"}; !reflect.DeepEqual(periodic, want) {
 		t.Errorf("Periodic scenarios %q, want %q", periodic, want)
 	}
 	if want := []string{"controller", "controller-pulses"}; !reflect.DeepEqual(controller, want) {
@@ -59,10 +59,10 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"dwork-wide", "dwork-chain"}; !reflect.DeepEqual(dworks, want) {
 		t.Errorf("dwork scenarios %q, want %q", dworks, want)
 	}
-	if want := []string{"memodb"}; !reflect.DeepEqual(memodb, want) {
+	if want := []string{"memodb", "memodb-rate"}; !reflect.DeepEqual(memodb, want) {
 		t.Errorf("MemoDB scenarios %q, want %q", memodb, want)
 	}
-	if want := []string{"http", "http-bg"}; !reflect.DeepEqual(https, want) {
+	if want := []string{"http", "http-bg", "http-rate"}; !reflect.DeepEqual(https, want) {
 		t.Errorf("HTTP scenarios %q, want %q", https, want)
 	}
 	if want := []string{"mixed"}; !reflect.DeepEqual(mixes, want) {

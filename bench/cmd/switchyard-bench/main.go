@@ -204,6 +204,9 @@ func run() error {
 	}
 
 	fmt.Print(rec.Markdown())
+	if curves := rec.CurveMarkdown(); curves != "" {
+		fmt.Printf("\nLatency–throughput curves (open loop, latency from each job's due time):\n\n%s", curves)
+	}
 	if ranges := rec.RangesMarkdown(); ranges != "" {
 		fmt.Printf("\nOver the %d rounds, median (lowest-highest):\n\n%s", rec.Rounds(), ranges)
 	}
