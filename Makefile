@@ -4,7 +4,7 @@ PKGS    := ./...
 # VERSION is the release, read from the one place it is written.
 VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
-.PHONY: all build run test test-unit test-race faults deps vet fmt proto fuzz bench bench-micro bench-report bench-deps conformance clean man install uninstall deb image
+.PHONY: all build run test test-unit test-race faults deps vet fmt proto fuzz bench bench-latency bench-micro bench-report bench-deps conformance clean man install uninstall deb image
 
 all: build
 
@@ -171,11 +171,21 @@ fuzz:
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-*, controller* and
-# dwork-* ones against switchyard alone. BENCHFLAGS=--quick for a short run.
+# dwork-* ones against switchyard alone; the cluster-* ones against three
+# switchyard nodes and, when installed, three nats-server (JetStream).
+# BENCHFLAGS=--quick for a short run.
 BENCHFLAGS ?=
 bench: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
 	./bin/switchyard-bench --switchyard $(BIN) --out bench/results $(BENCHFLAGS)
+
+# bench-latency runs the open-loop scenarios only: the same offered rates on
+# switchyard and gearmand, and the latency-throughput curve (fg-curve), three
+# rounds, about ten minutes; make bench-report then draws curve.svg.
+bench-latency: build
+	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
+	./bin/switchyard-bench --switchyard $(BIN) --out bench/results --rounds 3 \
+	  --scenarios fg-curve,fg-rate,http-rate,memodb-rate,periodic-rate $(BENCHFLAGS)
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/... ./sched/...
@@ -183,10 +193,12 @@ bench-micro:
 bench-report:
 	$(GO) run ./bench/cmd/switchyard-bench-report --dir bench/results
 
-# bench-deps installs Debian's gearmand, the baseline of make bench.
+# bench-deps installs Debian's gearmand, the baseline of make bench, and
+# nats-server, the cluster scenarios' JetStream peer (.ci/deps installs
+# both as well, for the tests).
 bench-deps:
 	@if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
-	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server
+	  $$sudo apt-get update && $$sudo apt-get install -y gearman-job-server nats-server
 
 # conformance runs gearmand 1.1.20's own test programs (t/ in a gearmand
 # source tree whose test suite is already built; nothing here builds it:

@@ -118,10 +118,11 @@ func (c *HTTPClient) buildRequest() []byte {
 func (hc *httpConn) loop(ctx context.Context, ph *Phase) error {
 	var d net.Dialer
 	for {
-		now := time.Now()
-		if ctx.Err() != nil || (!ph.End.IsZero() && !now.Before(ph.End)) || !ph.Budget.Take() {
+		start, ok := ph.next(ctx)
+		if !ok {
 			return nil
 		}
+		now := time.Now()
 		if hc.conn == nil {
 			conn, err := d.DialContext(ctx, "tcp", hc.Addr)
 			if err != nil {
@@ -146,9 +147,9 @@ func (hc *httpConn) loop(ctx context.Context, ph *Phase) error {
 		ph.Progress.Add(1)
 		if a.status != 200 || !a.ok {
 			hc.res.Failed++
-		} else if ph.measured(done) {
+		} else if ph.counts(start, done) {
 			hc.res.Measured++
-			recordLatency(hc.res.Latency, done.Sub(now))
+			recordLatency(hc.res.Latency, done.Sub(start))
 		}
 		if !a.keep {
 			hc.setConn(nil)

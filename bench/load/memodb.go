@@ -153,8 +153,11 @@ func RunMemodb(ctx context.Context, cfg Memodb, ph *Phase) (MemodbResult, error)
 					hmu.Unlock()
 				}()
 				var m codec.Message
-				for ctx.Err() == nil && (ph.End.IsZero() || time.Now().Before(ph.End)) && ph.Budget.Take() {
-					sent := time.Now()
+				for {
+					sent, ok := ph.next(ctx)
+					if !ok {
+						return
+					}
 					if err := c.Send(jobMsg); err != nil {
 						fail(fmt.Errorf("client send: %w", err))
 						return
@@ -170,7 +173,7 @@ func RunMemodb(ctx context.Context, cfg Memodb, ph *Phase) (MemodbResult, error)
 						return
 					}
 					finished.Add(1)
-					if ph.measured(done) {
+					if ph.counts(sent, done) {
 						measured.Add(1)
 						recordLatency(h, done.Sub(sent))
 					}

@@ -36,6 +36,11 @@ type PeriodicClient struct {
 	// Interval, when > 0, paces the submits: the k-th is sent no earlier
 	// than Interval*k after the client connected.
 	Interval time.Duration
+	// FromDue, with Interval, makes the pacing an open loop: each job is
+	// timed (its SUCCESS, and its workload's stamp) from when it was due
+	// by the pacing, not from when it went, so that a job held back by
+	// InFlight, the Pool or a late wake-up counts its wait in full.
+	FromDue bool
 	// Pool, when set, bounds the jobs submitted and not yet handed to a
 	// worker: a submit takes a token and the PeriodicWorker that receives
 	// the job gives it back.
@@ -275,6 +280,9 @@ func (cc *pclientConn) fill(now time.Time) error {
 func (cc *pclientConn) submit(now time.Time) error {
 	slot := cc.free[len(cc.free)-1]
 	cc.free = cc.free[:len(cc.free)-1]
+	if cc.paced() && cc.FromDue {
+		now = cc.nextSubmit() // this submit's due time
+	}
 	cc.pending[slot] = pendingSubmit{submitted: now, waiting: true}
 	var schedAt int64
 	if cc.Delay > 0 {

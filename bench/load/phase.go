@@ -19,6 +19,10 @@ type Phase struct {
 	// Grace is how long a client waits for its outstanding jobs once it
 	// stops submitting; what is still outstanding then is abandoned.
 	Grace time.Duration
+	// Schedule, when set, makes the synchronous clients (HTTPClient,
+	// RunMemodb's) open-loop: they take each job from it, time it from
+	// its due time, and stop when it is over (it holds End and Budget).
+	Schedule *Schedule
 }
 
 // measured reports whether a job finishing at t counts.

@@ -104,6 +104,9 @@ type Run struct {
 	// Parts are the loads of a run that puts several on the server at
 	// once (the mixed scenario), each alone and with the others.
 	Parts []Part `json:"parts,omitempty"`
+	// Curve is a latency–throughput curve (fg-curve): one step per
+	// offered rate, from well under saturation to past it.
+	Curve []Step `json:"curve,omitempty"`
 
 	// Extra holds scenario-specific figures, e.g. "drain_jobs_per_s".
 	Extra map[string]float64 `json:"extra,omitempty"`

@@ -262,7 +262,9 @@ func TestFormat(t *testing.T) {
 		{FormatShare(0.644), "64%"},
 		{FormatShare(1.2), "120%"},
 		{FormatExtra(map[string]float64{"idle_conns": 10000, "open_conns_s": 1.284, "rss_idle_mb": 20.61}), "idle conns 10000, open conns 1.28 s, rss idle 20.6 MB"},
+		{FormatExtra(map[string]float64{"of_bg_durable_pct": 41.26, "vs_jetstream_x": 1.514, "vs_jetstream_p99_x": 0.5}), "of bg durable 41%, vs jetstream p99 0.50x, vs jetstream 1.51x"},
 		{FormatExtra(nil), ""},
+		{FormatExtra(map[string]float64{"pacer_lag_p99_us": 1500, "offered_jobs_per_s": 4000}), "offered 4.00k/s, pacer lag p99 1.50ms"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

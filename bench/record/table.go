@@ -182,7 +182,8 @@ func trimFloat(x float64) string {
 }
 
 // FormatExtra prints scenario-specific figures, sorted by name, in a unit
-// read from the name's suffix: "_jobs_per_s", "_mb", "_s", "_pct".
+// read from the name's suffix: "_jobs_per_s", "_mb", "_s", "_pct", "_x"
+// (a ratio).
 func FormatExtra(extra map[string]float64) string {
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
@@ -196,12 +197,16 @@ func FormatExtra(extra map[string]float64) string {
 		switch {
 		case strings.HasSuffix(k, "_jobs_per_s"):
 			k, s = strings.TrimSuffix(k, "_jobs_per_s"), FormatRate(v)+"/s"
+		case strings.HasSuffix(k, "_us"):
+			k, s = strings.TrimSuffix(k, "_us"), FormatMicros(int64(v))
 		case strings.HasSuffix(k, "_mb"):
 			k, s = strings.TrimSuffix(k, "_mb"), fmt.Sprintf("%.1f MB", v)
 		case strings.HasSuffix(k, "_pct"):
 			k, s = strings.TrimSuffix(k, "_pct"), fmt.Sprintf("%.0f%%", v)
 		case strings.HasSuffix(k, "_s"):
 			k, s = strings.TrimSuffix(k, "_s"), trimFloat(v)+" s"
+		case strings.HasSuffix(k, "_x"):
+			k, s = strings.TrimSuffix(k, "_x"), FormatRatio(v)
 		default:
 			s = trimFloat(v)
 		}

@@ -187,6 +187,11 @@ func Markdown(s *Series) string {
 		"assigned to workers; `periodic-due` times a job's due time (sched_at) to its JOB_ASSIGN, and its jobs/s is " +
 		"the rate at which jobs fell due. `controller` times submit to WORK_COMPLETE of Gearman clients' jobs that 64 " +
 		"controller workers run. `memodb` times JOB to RESULT of MemoDB clients' jobs that 64 MemoDB worker contexts run. " +
+		"`fg-rate`, `http-rate`, `memodb-rate` and `periodic-rate` are open loops: jobs go on a fixed schedule at the offered rate " +
+		"(the `offered` note) and each is timed from when it was due (to WORK_COMPLETE, the HTTP answer, RESULT, JOB_ASSIGN), " +
+		"so both servers get the same load and a stall counts for every job due during it; their jobs/s is what the server " +
+		"finished, below the offered rate when it fell behind, and `pacer lag p99` how late the load generator itself sent. " +
+		"`fg-curve` steps that load (see the curve below): its jobs/s and latency are its knee's. " +
 		"`controller-pulses` runs no job: 1,000 workers pulse, and its jobs/s is pulses/s, its " +
 		"latency a pulse's round trip (connect to PulseResponse), and its notes the server's CPU per second (`cpu ms per sec`) " +
 		"and per pulse over the measured time: the cost of keeping every worker's next_pulse as an exact deadline. " +
@@ -211,6 +216,17 @@ func Markdown(s *Series) string {
 		"CPU s is the server's user+system time during the whole scenario; `vs gearmand` " +
 		"sets switchyard's jobs/s, p99 and server CPU per job against gearmand's.\n\n")
 
+	if rec := LatestCurves(s); rec != nil {
+		fmt.Fprintf(&b, "## Latency against offered rate: %s\n\n", rec.Label())
+		b.WriteString("![p50, p99 and p99.9 against the offered rate, per server](curve.svg)\n\n" +
+			"Open loop, as wrk2: jobs are sent on a fixed schedule at the offered rate, whatever became of the ones before, and each is " +
+			"timed from when it was due, so a stall counts for every job due during it. Each step runs on the same server and workers, " +
+			"the rate 1.3x the last, until two steps in a row are not sustained: the server finished less than 95% of the offered jobs " +
+			"or left some unsent or abandoned (hollow points in the chart); one alone may be a stall of a shared machine. The knee is " +
+			"the highest rate sustained with p99 at or under the bound, and the last column the highest sustained at all.\n\n")
+		b.WriteString(rec.CurveMarkdown())
+		b.WriteString("\n")
+	}
 	b.WriteString("## History\n\n![jobs/s, p99 and server CPU per job per scenario over runs](history.svg)\n\n")
 	for _, sc := range s.Scenarios {
 		// The servers that ran it, and the ceiling and queue columns if any

@@ -21,6 +21,8 @@ type Params struct {
 	Settle   time.Duration // pause before reading RSS after a drain
 	Delay    time.Duration // how long after its submit a Periodic job is due (whole seconds)
 	Pulse    time.Duration // how often a controller worker pulses OK
+	Kills    int           // leaders killed, one a round (cluster-failover)
+	Rate     int           // offered jobs/s of an open-loop scenario (a curve's first step)
 }
 
 // Param describes one field of Params for flags and records.
@@ -45,7 +47,9 @@ var AllParams = []Param{
 	{"timeout", "time bound for filling or draining a queue", func(p *Params) any { return &p.Timeout }},
 	{"settle", "pause before reading RSS after the drain", func(p *Params) any { return &p.Settle }},
 	{"delay", "how long after its submit a Periodic job is due (whole seconds: sched_at counts seconds)", func(p *Params) any { return &p.Delay }},
+	{"rate", "offered jobs/s of an open-loop scenario, jobs sent on a fixed schedule and timed from when each was due (fg-curve: its first step)", func(p *Params) any { return &p.Rate }},
 	{"pulse", "how often each controller worker pulses OK; its next_pulse is twice that, rounded up to whole seconds", func(p *Params) any { return &p.Pulse }},
+	{"kills", "leaders killed (kill -9), one a round", func(p *Params) any { return &p.Kills }},
 }
 
 // LookupParam finds a Param by name.

@@ -40,6 +40,15 @@ type Target struct {
 	// connections: the time its stored jobs took to come back. Usage
 	// follows the new server and counts the old one's CPU time too.
 	Restart func() (Target, time.Duration, error)
+	// Cluster is the switchyard cluster of a cluster scenario's run on
+	// switchyard (Addr is then empty: the scenario picks a node).
+	Cluster *harness.Cluster
+	// NATS is the JetStream cluster of a cluster scenario's run on its
+	// peer (Addr is then empty).
+	NATS *harness.NATSCluster
+	// Note, when set, takes a line of progress for the terminal (a
+	// scenario that runs for minutes, round after round).
+	Note func(format string, args ...any)
 }
 
 // Scenario is one named benchmark.
@@ -68,6 +77,18 @@ type Scenario struct {
 	// Mixed runs it against switchyard alone with every listener on:
 	// Target has every address.
 	Mixed bool
+	// Cluster runs it against a cluster of three switchyard nodes on this
+	// machine (Target.Cluster) instead of one server, and, when Peer is
+	// set too, against three nats-server processes clustered with
+	// JetStream on (Target.NATS): never against a single server.
+	Cluster bool
+	Peer    bool
+	// Via is the node a cluster scenario's clients talk to: ViaLeader or
+	// ViaFollower (whose connections the node relays to the leader).
+	Via string
+	// Single names the single-node scenario a cluster scenario's rows are
+	// set against, run for run in the same round (bg-durable).
+	Single string
 	// Durable runs it against the servers' durable queues: switchyard's
 	// (-q durable) and gearmand's SQLite one (-q libsqlite3), each in a
 	// fresh directory.
@@ -87,6 +108,12 @@ type Scenario struct {
 func (s *Scenario) SwitchyardOnly() bool {
 	return s.Periodic || s.Controller || s.Dwork || s.Memodb || s.Mixed
 }
+
+// The nodes a cluster scenario's clients may talk to (Scenario.Via).
+const (
+	ViaLeader   = "leader"
+	ViaFollower = "follower"
+)
 
 // Run runs the scenario and returns its record (Server and Round left for
 // the caller). A failure is recorded in Run.Error with whatever was measured.
@@ -112,8 +139,10 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 
 // All is every scenario, in the order `make bench` runs them.
 var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, queue1M, payload1M, conns10K,
-	httpFg, httpBg,
-	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, mixed, bgDurable, queue1MDurable}
+	fgRate, fgCurve,
+	httpFg, httpBg, httpRate,
+	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, periodicRate, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, memodbRate, mixed, bgDurable, queue1MDurable,
+	clusterBg, clusterBgFollower, clusterFailover}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

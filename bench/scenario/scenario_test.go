@@ -20,10 +20,12 @@ import (
 )
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
-	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic, controller, dworks, memodb, https, mixes []string
+	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "fg-rate", "fg-curve", "bg-durable", "queue-1m-durable"}
+	var gearman, echo, periodic, controller, dworks, memodb, https, mixes, clusters []string
 	for _, s := range All {
 		switch {
+		case s.Cluster:
+			clusters = append(clusters, s.Name)
 		case s.Mixed:
 			mixes = append(mixes, s.Name)
 		case s.Echo:
@@ -48,7 +50,7 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"ceiling", "ceiling-sync"}; !reflect.DeepEqual(echo, want) {
 		t.Errorf("echo scenarios %q, want %q", echo, want)
 	}
-	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m"}; !reflect.DeepEqual(periodic, want) {
+	if want := []string{"periodic-submit", "periodic-run", "periodic-due", "periodic-delayed-1m", "periodic-rate"}; !reflect.DeepEqual(periodic, want) {
 		t.Errorf("Periodic scenarios %q, want %q", periodic, want)
 	}
 	if want := []string{"controller", "controller-pulses"}; !reflect.DeepEqual(controller, want) {
@@ -57,14 +59,37 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"dwork-wide", "dwork-chain"}; !reflect.DeepEqual(dworks, want) {
 		t.Errorf("dwork scenarios %q, want %q", dworks, want)
 	}
-	if want := []string{"memodb"}; !reflect.DeepEqual(memodb, want) {
+	if want := []string{"memodb", "memodb-rate"}; !reflect.DeepEqual(memodb, want) {
 		t.Errorf("MemoDB scenarios %q, want %q", memodb, want)
 	}
-	if want := []string{"http", "http-bg"}; !reflect.DeepEqual(https, want) {
+	if want := []string{"http", "http-bg", "http-rate"}; !reflect.DeepEqual(https, want) {
 		t.Errorf("HTTP scenarios %q, want %q", https, want)
 	}
 	if want := []string{"mixed"}; !reflect.DeepEqual(mixes, want) {
 		t.Errorf("mixed scenarios %q, want %q", mixes, want)
+	}
+	if want := []string{"cluster-bg", "cluster-bg-follower", "cluster-failover"}; !reflect.DeepEqual(clusters, want) {
+		t.Errorf("cluster scenarios %q, want %q", clusters, want)
+	}
+	// The cluster scenarios: the two bg ones have the JetStream peer and
+	// are set against bg-durable with its very parameters; each names
+	// the node its clients use.
+	for _, name := range clusters {
+		s := All[slices.IndexFunc(All, func(s *Scenario) bool { return s.Name == name })]
+		if s.Via != ViaLeader && s.Via != ViaFollower {
+			t.Errorf("%s: via %q", s.Name, s.Via)
+		}
+		if s.Single == "" {
+			continue
+		}
+		single, err := Lookup([]string{s.Single})
+		if err != nil || single[0].Cluster || !s.Peer {
+			t.Errorf("%s: set against %q (%v), peer %v", s.Name, s.Single, err, s.Peer)
+			continue
+		}
+		if s.Full != single[0].Full || s.Quick != single[0].Quick || !reflect.DeepEqual(s.Uses, single[0].Uses) {
+			t.Errorf("%s: parameters %+v, %s's %+v", s.Name, s.Full, s.Single, single[0].Full)
+		}
 	}
 	// Each scenario with a ceiling names an echo scenario; only the
 	// switchyard-only ones run on switchyard alone (the Gearman and HTTP
@@ -76,7 +101,7 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 				t.Errorf("%s: ceiling %q is no echo scenario", s.Name, s.Ceiling)
 			}
 		}
-		if want := !s.Echo && !s.HTTP && !slices.Contains(gearman, s.Name); s.SwitchyardOnly() != want {
+		if want := !s.Echo && !s.HTTP && !s.Cluster && !slices.Contains(gearman, s.Name); s.SwitchyardOnly() != want {
 			t.Errorf("%s: SwitchyardOnly %v, want %v", s.Name, s.SwitchyardOnly(), want)
 		}
 	}
@@ -98,13 +123,13 @@ func TestScenarioParams(t *testing.T) {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
 			kinds := 0
-			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP, s.Mixed} {
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP, s.Mixed, s.Cluster} {
 				if k {
 					kinds++
 				}
 			}
 			if kinds > 1 {
-				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP, mixed")
+				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP, mixed, cluster")
 			}
 		})
 	}

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/engine/tlsgate/tlstest"
+	"switchyard/engine/tlstest"
 )
 
 // tlsFiles writes a CA file (root and intermediate), a server certificate

@@ -70,7 +70,7 @@ func TestDefaults(t *testing.T) {
 	exp := &options{
 		Port: "4730", Verbose: "ERROR", LogFile: "stderr", Backlog: 32,
 		KeepaliveIdle: -1, KeepaliveInterval: -1, KeepaliveCount: -1,
-		QueueType: "durable", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, FunctionTTL: time.Hour,
+		QueueType: "durable", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, MaxMemory: -1, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
 		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute, FailuresKept: 20, MaxMemory: -1,
@@ -89,6 +89,9 @@ func TestParseArgs(t *testing.T) {
 
 		// -p/--port in every syntax, service names, GEARMAND_PORT.
 		{"-p N", []string{"-p", "4731"}, nil, want(func(o *options) { o.Port = "4731" })},
+		{"--max-memory SIZE", []string{"--max-memory", "512M"}, nil, want(func(o *options) { o.MaxMemory = 512 << 20 })},
+		{"--max-memory 0", []string{"--max-memory=0"}, nil, want(func(o *options) { o.MaxMemory = 0 })},
+		{"--max-memory auto", []string{"--max-memory", "auto"}, nil, want(nil)},
 		{"-pN", []string{"-p4731"}, nil, want(func(o *options) { o.Port = "4731" })},
 		{"--port N", []string{"--port", "4731"}, nil, want(func(o *options) { o.Port = "4731" })},
 		{"--port=N", []string{"--port=4731"}, nil, want(func(o *options) { o.Port = "4731" })},

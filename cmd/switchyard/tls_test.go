@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard/engine/tlsgate/tlstest"
+	"switchyard/engine/tlstest"
 )
 
 func TestLoadTLS(t *testing.T) {

@@ -71,12 +71,16 @@ type Config struct {
 }
 
 // Defaults of Config: a leader that stops answering is replaced in about
-// a second and a half (the heartbeat timeout, plus the election's
-// randomised wait), and a leader that cannot reach a majority steps down,
-// and acknowledges nothing more, within its lease.
+// a second (a follower gives up on it after the heartbeat timeout, at a
+// random check within twice that, and the election waits for the later
+// of the two survivors), and a leader that cannot reach a majority steps
+// down, and acknowledges nothing more, within its lease. At hashicorp/raft's
+// 1 s, 3 of 60 kills of a leader took over 3 s to be replaced (p50 2.3 s);
+// at 500 ms the worst of 60 took 2.0 s (p50 1.1 s), with no other election
+// on a busy 2-core machine.
 const (
-	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
-	DefaultElectionTimeout    = 1000 * time.Millisecond
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
 )
 

@@ -8,7 +8,7 @@ import (
 
 	codec "switchyard/codec/gearman"
 	"switchyard/engine/internal/gnetloop"
-	"switchyard/engine/tlsgate"
+	"switchyard/engine/internal/tlsgate"
 	"switchyard/sched"
 )
 

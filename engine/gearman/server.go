@@ -30,8 +30,8 @@ import (
 	codec "switchyard/codec/gearman"
 	"switchyard/engine/budget"
 	"switchyard/engine/internal/gnetloop"
+	"switchyard/engine/internal/tlsgate"
 	"switchyard/engine/source"
-	"switchyard/engine/tlsgate"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
 )

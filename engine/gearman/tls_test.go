@@ -12,7 +12,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
-	"switchyard/engine/tlsgate/tlstest"
+	"switchyard/engine/tlstest"
 	"switchyard/sched"
 )
 

@@ -1,5 +1,5 @@
 // Command switchyard-bench-report reads every benchmark record in the
-// results directory and writes README.md and history.svg beside them.
+// results directory and writes README.md, history.svg and, when a record has a latency–throughput curve, curve.svg beside them.
 package main
 
 import (
@@ -30,6 +30,9 @@ func run(dir string) error {
 	files := map[string]string{
 		"README.md":   report.Markdown(series),
 		"history.svg": report.SVG(series),
+	}
+	if curves := report.CurveSVG(series); curves != "" {
+		files["curve.svg"] = curves
 	}
 	for name, content := range files {
 		path := filepath.Join(dir, name)

@@ -32,10 +32,19 @@ import (
 	"switchyard/bench/scenario"
 )
 
-const defaultGearmand = "/usr/sbin/gearmand"
+const (
+	defaultGearmand   = "/usr/sbin/gearmand"
+	defaultNATSServer = "/usr/sbin/nats-server"
+)
 
-// echoServer names the ceiling scenarios' server in records.
-const echoServer = "echo"
+// The servers of records besides switchyard and gearmand: the ceiling
+// scenarios' echo process, and the cluster scenarios' three switchyard
+// nodes and three JetStream servers.
+const (
+	echoServer      = "echo"
+	clusterServer   = "switchyard-cluster"
+	jetstreamServer = "jetstream"
+)
 
 type options struct {
 	scenarios       string
@@ -47,6 +56,9 @@ type options struct {
 	gearmandArgs    string
 	gearmandThreads int
 	switchyardLoops int
+	natsServer      string
+	clusterMetrics  bool
+	interleave      bool
 	echoServer      bool
 	version         bool
 	out             string
@@ -103,6 +115,9 @@ func run() error {
 		}
 		servers = append(servers, newServerSpec(echoServer, self, []string{"--echo-server"}))
 	}
+	if slices.ContainsFunc(scenarios, func(s *scenario.Scenario) bool { return s.Cluster }) {
+		servers = append(servers, clusterConfigs(opts, fdLimit, scenarios)...)
+	}
 	var serverLog *os.File
 	if opts.serverLog != "" {
 		if serverLog, err = os.Create(opts.serverLog); err != nil {
@@ -141,35 +156,45 @@ func run() error {
 	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), load average %.2f, commit %s, servers: %s\n",
 		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.LoadAvg[0], rec.Commit, serverNames(servers))
 
-	for _, sc := range scenarios {
+	note := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+	for _, step := range schedule(scenarios, opts.rounds, opts.interleave) {
+		sc, round := step.sc, step.round
 		params := *opts.params[sc.Name]
-		for round := 1; round <= opts.rounds; round++ {
-			for _, s := range servers {
-				if sc.Echo != (s.config.Name == echoServer) || (sc.SwitchyardOnly() && s.config.Name != "switchyard") {
-					continue
-				}
-				if ctx.Err() != nil {
-					return errors.New("interrupted; no record written")
-				}
-				if serverLog != nil {
-					s.config.Log = serverLog
-					fmt.Fprintf(serverLog, "=== %s round %d on %s\n", sc.Name, round, s.config.Name)
-				}
-				run, err := runOne(ctx, sc, params, s)
-				if err != nil {
-					return err
-				}
-				run.Server, run.Round = s.config.Name, round
-				if c := rec.Find(sc.Ceiling, echoServer, round); sc.Ceiling != "" && c != nil && c.JobsPerSec > 0 {
-					run.OfCeiling = run.JobsPerSec / c.JobsPerSec
-				}
-				rec.Runs = append(rec.Runs, run)
-				fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu µs/job server %s load %s %s\n", run.Scenario, run.Server,
-					record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99),
-					record.FormatCPU(run.ServerCPUPerJob), record.FormatCPU(run.LoadCPUPerJob), firstLine(run.Error))
+		for _, s := range servers {
+			if !runsOn(sc, s.config.Name) {
+				continue
 			}
+			if ctx.Err() != nil {
+				return errors.New("interrupted; no record written")
+			}
+			if serverLog != nil {
+				s.config.Log = serverLog
+				fmt.Fprintf(serverLog, "=== %s round %d on %s\n", sc.Name, round, s.config.Name)
+			}
+			var run record.Run
+			var err error
+			switch s.config.Name {
+			case clusterServer:
+				run, err = runCluster(ctx, sc, params, s, note)
+			case jetstreamServer:
+				run, err = runJetStream(ctx, sc, params, s)
+			default:
+				run, err = runOne(ctx, sc, params, s)
+			}
+			if err != nil {
+				return err
+			}
+			run.Server, run.Round = s.config.Name, round
+			if c := rec.Find(sc.Ceiling, echoServer, round); sc.Ceiling != "" && c != nil && c.JobsPerSec > 0 {
+				run.OfCeiling = run.JobsPerSec / c.JobsPerSec
+			}
+			rec.Runs = append(rec.Runs, run)
+			fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu µs/job server %s load %s %s\n", run.Scenario, run.Server,
+				record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99),
+				record.FormatCPU(run.ServerCPUPerJob), record.FormatCPU(run.LoadCPUPerJob), firstLine(run.Error))
 		}
 	}
+	relateCluster(rec, scenarios)
 	if ctx.Err() != nil {
 		return errors.New("interrupted; no record written")
 	}
@@ -179,6 +204,9 @@ func run() error {
 	}
 
 	fmt.Print(rec.Markdown())
+	if curves := rec.CurveMarkdown(); curves != "" {
+		fmt.Printf("\nLatency–throughput curves (open loop, latency from each job's due time):\n\n%s", curves)
+	}
 	if ranges := rec.RangesMarkdown(); ranges != "" {
 		fmt.Printf("\nOver the %d rounds, median (lowest-highest):\n\n%s", rec.Rounds(), ranges)
 	}
@@ -310,6 +338,8 @@ type serverSpec struct {
 	// has says which of listeners the binary knows: runOne appends
 	// each of those to config.Args per scenario.
 	has [len(listeners)]bool
+	// cluster: the binary runs as a cluster node (--node-id).
+	cluster bool
 }
 
 // serverConfigs returns switchyard and, when it is available, gearmand.
@@ -460,6 +490,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&opts.gearmandArgs, "gearmand-args", "", "extra gearmand arguments, space-separated")
 	fs.IntVar(&opts.switchyardLoops, "switchyard-threads", 0, "switchyard -t (event loops); 0, its default, is one per core")
 	fs.IntVar(&opts.gearmandThreads, "gearmand-threads", 4, "gearmand -t (I/O threads); 4 is its default")
+	fs.StringVar(&opts.natsServer, "nats-server", defaultNATSServer, `nats-server binary for the cluster scenarios' JetStream peer; "none" to skip (the default is skipped when not installed)`)
+	fs.BoolVar(&opts.clusterMetrics, "cluster-metrics", false, "turn each cluster node's metrics listener on (127.0.0.1:0, in its listening log line) for pprof at /debug/pprof/; it turns the scheduler's latency histograms on too, which no scenario measures otherwise")
+	fs.BoolVar(&opts.interleave, "interleave", false, "run round 1 of every scenario, then round 2 of every one, ...: runs set against each other across scenarios (cluster-bg and bg-durable) share the same minutes")
 	fs.StringVar(&opts.out, "out", "bench/results", `directory for the JSON record; "" to write none`)
 	fs.StringVar(&opts.serverLog, "server-log", "", "file to receive the servers' output")
 	fs.StringVar(&opts.cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")

@@ -46,7 +46,17 @@ func TestParseFlagsQuick(t *testing.T) {
 	if got := quick.params["periodic-delayed-1m"]; got.Jobs != 100_000 || got.Delay != time.Hour {
 		t.Errorf("quick periodic-delayed-1m: %d jobs due %v later, want 100000 an hour later", got.Jobs, got.Delay)
 	}
-	for _, bad := range [][]string{{"--rounds", "0"}, {"stray"}, {"--fg.jobs", "3"}} {
+	cl, err := parseFlags([]string{"--interleave", "--cluster-metrics", "--nats-server", "none", "--cluster-failover.kills", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cl.interleave || !cl.clusterMetrics || cl.natsServer != "none" || cl.params["cluster-failover"].Kills != 3 {
+		t.Errorf("cluster flags: %+v, kills %d", cl, cl.params["cluster-failover"].Kills)
+	}
+	if def, _ := parseFlags(nil); def.natsServer != defaultNATSServer || def.interleave || def.params["cluster-failover"].Kills != 20 {
+		t.Errorf("cluster defaults: %+v", def)
+	}
+	for _, bad := range [][]string{{"--rounds", "0"}, {"stray"}, {"--fg.jobs", "3"}, {"--cluster-bg.kills", "3"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"switchyard/engine/budget"
-	"switchyard/engine/held"
+	"switchyard/engine/internal/held"
 )
 
 // Loop is what a gnet event loop's connections share. Only that loop's

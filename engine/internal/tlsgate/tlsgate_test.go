@@ -17,7 +17,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap/zaptest"
 
-	"switchyard/engine/tlsgate/tlstest"
+	"switchyard/engine/tlstest"
 )
 
 // echo is a gnet handler: it echoes what it reads, closes the connection

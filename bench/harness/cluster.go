@@ -1,0 +1,597 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ClusterConfig says how to start a switchyard cluster on this machine.
+type ClusterConfig struct {
+	Path  string // the binary
+	Nodes int    // how many; 0 means 3
+	// Args are every node's arguments beyond the cluster's own, which
+	// StartCluster adds (--node-id, --cluster-listen 127.0.0.1:0,
+	// --cluster-peers for the first, --data-dir, -l stderr): the
+	// listeners, each on port 0 or off ("-L 127.0.0.1 -p 0
+	// --periodic-listen off ..."), as for a single server.
+	Args []string
+	// Dir holds the nodes' data directories, one each.
+	Dir string
+	// Log, when set, also receives every node's output.
+	Log io.Writer
+	// Timeout bounds each wait: a node's start, an election, a member
+	// added; 0 means 30 s.
+	Timeout time.Duration
+}
+
+// Cluster is a switchyard cluster of processes on loopback, started the
+// way an operator grows one and without picking a port: the first node
+// bootstraps a cluster of itself on a Raft port the kernel picks, every
+// other node starts with no peers and is added by the admin command
+// "cluster add NAME RAFTADDR" sent to the leader's Gearman port. Each node
+// says where it listens in its log lines ("cluster node" with its Raft
+// address; "listening" with every protocol's and its role), which is how
+// the cluster finds its nodes and its leader.
+type Cluster struct {
+	cfg   ClusterConfig
+	Nodes []*ClusterNode
+
+	mu    sync.Mutex
+	prior time.Duration // CPU of the node processes killed or stopped
+}
+
+// ClusterNode is one node: its name, its data directory and its current
+// process (a new one after Restart).
+type ClusterNode struct {
+	ID  string
+	Dir string
+
+	cur atomic.Pointer[nodeProc]
+}
+
+// nodeProc is one process of a node.
+type nodeProc struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once it has exited; waitErr is set then
+	waitErr error
+	log     *noticeLog
+	killed  atomic.Bool // by Kill: its exit is no failure
+}
+
+// pollInterval is how often the cluster looks at a node's state while it
+// waits for one: polling processes, not synchronising goroutines.
+const pollInterval = 10 * time.Millisecond
+
+// StartCluster starts cfg.Nodes nodes and returns once each serves: the
+// leader on its own ports, the others relaying to it.
+func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	c := &Cluster{cfg: cfg}
+	for i := range cfg.Nodes {
+		n := &ClusterNode{ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))}
+		c.Nodes = append(c.Nodes, n)
+		if err := c.start(n, i == 0); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		if i == 0 {
+			if _, err := c.Leader(ctx); err != nil {
+				c.Stop()
+				return nil, err
+			}
+			continue
+		}
+		if err := c.join(ctx, n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := c.WaitServing(ctx, n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// start starts n's process; the first node bootstraps a cluster of itself.
+func (c *Cluster) start(n *ClusterNode, bootstrap bool) error {
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"--node-id", n.ID, "--cluster-listen", "127.0.0.1:0", "--data-dir", n.Dir, "-l", "stderr"}
+	if bootstrap {
+		// Its own entry stands for the port it gets.
+		args = append(args, "--cluster-peers", n.ID+"@127.0.0.1:0")
+	}
+	p := &nodeProc{cmd: exec.Command(c.cfg.Path, append(args, c.cfg.Args...)...), exited: make(chan struct{}),
+		log: &noticeLog{tail: tail{max: 16 << 10}}}
+	var out io.Writer = p.log
+	if c.cfg.Log != nil {
+		out = io.MultiWriter(p.log, newPrefixWriter(c.cfg.Log, n.ID+" "))
+	}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	n.cur.Store(p)
+	return nil
+}
+
+// join waits for n's Raft address and has the leader add it (or move it
+// there, for a node restarted on another port).
+func (c *Cluster) join(ctx context.Context, n *ClusterNode) error {
+	var raft string
+	if err := c.poll(ctx, n.ID+"'s raft address", func() (bool, string) {
+		if err := n.Alive(); err != nil {
+			return false, err.Error()
+		}
+		f, _ := n.cur.Load().log.latest("cluster node")
+		raft, _ = f["raft"].(string)
+		return raft != "", n.Output()
+	}); err != nil {
+		return err
+	}
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	got, err := AdminCommand(l.Addr("gearman"), "cluster add "+n.ID+" "+raft)
+	if err != nil || got != "OK\r\n" {
+		return fmt.Errorf("cluster add %s %s on %s: %q, %v", n.ID, raft, l.ID, got, err)
+	}
+	return nil
+}
+
+// poll calls cond until it holds, ctx ends or the cluster's timeout
+// passes; the error then has what was waited for and cond's last note.
+func (c *Cluster) poll(ctx context.Context, what string, cond func() (bool, string)) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ok, note := cond()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for %s: %w\n%s", what, ctx.Err(), strings.TrimSpace(note))
+		case <-tick.C:
+		}
+	}
+}
+
+// Leader waits until a live node leads and serves on its own Gearman port,
+// and returns it. A leader's latest "listening" line says role "leader",
+// and its Gearman port answers "getpid" with its own pid: a follower's
+// relays answer with the leader's.
+func (c *Cluster) Leader(ctx context.Context) (*ClusterNode, error) {
+	var leader *ClusterNode
+	err := c.poll(ctx, "a leader", func() (bool, string) {
+		var b strings.Builder
+		for _, n := range c.Nodes {
+			if n.Alive() != nil {
+				continue
+			}
+			role := n.Role()
+			fmt.Fprintf(&b, "%s: role %q\n", n.ID, role)
+			if role != "leader" {
+				continue
+			}
+			if pid, err := getpidAt(n.Addr("gearman")); err == nil && pid == n.PID() {
+				leader = n
+				return true, ""
+			}
+		}
+		return false, b.String()
+	})
+	return leader, err
+}
+
+// Followers are the live nodes other than leader.
+func (c *Cluster) Followers(leader *ClusterNode) []*ClusterNode {
+	var out []*ClusterNode
+	for _, n := range c.Nodes {
+		if n != leader && n.Alive() == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitServing waits until n's Gearman port, its own or its relay,
+// answers "getpid" with the leader's pid.
+func (c *Cluster) WaitServing(ctx context.Context, n *ClusterNode) error {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	return c.poll(ctx, n.ID+" serving", func() (bool, string) {
+		if err := n.Alive(); err != nil {
+			return false, err.Error()
+		}
+		pid, err := getpidAt(n.Addr("gearman"))
+		return err == nil && pid == l.PID(), fmt.Sprintf("getpid through %s: %d, %v; the leader, %s, is %d", n.ID, pid, err, l.ID, l.PID())
+	})
+}
+
+// WaitCaughtUp waits until the leader reports n's replication lag as 0.
+func (c *Cluster) WaitCaughtUp(ctx context.Context, n *ClusterNode) error {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	return c.poll(ctx, n.ID+" caught up", func() (bool, string) {
+		text, err := AdminCommand(l.Addr("gearman"), "cluster")
+		if err != nil {
+			return false, err.Error()
+		}
+		members, err := ParseMembers(text)
+		if err != nil {
+			return false, err.Error()
+		}
+		i := slices.IndexFunc(members, func(m Member) bool { return m.ID == n.ID })
+		return i >= 0 && members[i].Lag == 0, text
+	})
+}
+
+// Kill kills n with SIGKILL, as a crash would, and returns once it has
+// exited. Its CPU time stays in the cluster's Usage.
+func (c *Cluster) Kill(n *ClusterNode) error {
+	if err := n.Alive(); err != nil {
+		return err
+	}
+	c.keepCPU(n)
+	p := n.cur.Load()
+	p.killed.Store(true)
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-p.exited
+	return nil
+}
+
+// Restart starts a node that is down again on its data directory, as a
+// follower: its Raft port, 0, is another one now, which the leader is
+// told with "cluster add" (as an operator moves a node). It returns once
+// the node serves.
+func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
+	if n.Alive() == nil {
+		return fmt.Errorf("cluster: %s is running", n.ID)
+	}
+	if err := c.start(n, false); err != nil {
+		return err
+	}
+	if err := c.join(ctx, n); err != nil {
+		return err
+	}
+	return c.WaitServing(ctx, n)
+}
+
+// keepCPU adds n's CPU time so far to the cluster's, before it goes.
+func (c *Cluster) keepCPU(n *ClusterNode) {
+	if u, err := ReadUsage(n.PID()); err == nil {
+		c.mu.Lock()
+		c.prior += u.CPU
+		c.mu.Unlock()
+	}
+}
+
+// Usage sums the live nodes' memory and CPU; CPU includes the nodes'
+// processes that were killed or stopped.
+func (c *Cluster) Usage() (Usage, error) {
+	var sum Usage
+	live := 0
+	for _, n := range c.Nodes {
+		if n.Alive() != nil {
+			continue
+		}
+		u, err := ReadUsage(n.PID())
+		if err != nil {
+			return Usage{}, fmt.Errorf("%s: %w", n.ID, err)
+		}
+		live++
+		sum.RSS += u.RSS
+		sum.PeakRSS += u.PeakRSS
+		sum.Threads += u.Threads
+		sum.CPU += u.CPU
+	}
+	if live == 0 {
+		return Usage{}, errors.New("cluster: no node is running")
+	}
+	c.mu.Lock()
+	sum.CPU += c.prior
+	c.mu.Unlock()
+	return sum, nil
+}
+
+// Stop stops every node (SIGTERM, then SIGKILL after stopTimeout) and
+// returns an error if one had died that Kill did not kill.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		err := n.Alive()
+		if err == nil {
+			c.keepCPU(n)
+			_ = n.cur.Load().cmd.Process.Signal(syscall.SIGTERM)
+		} else if p := n.cur.Load(); p != nil && !p.killed.Load() {
+			errs = append(errs, err)
+		}
+	}
+	for _, n := range c.Nodes {
+		p := n.cur.Load()
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(stopTimeout):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			errs = append(errs, fmt.Errorf("%s did not stop in %v", n.ID, stopTimeout))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PID is the node's current process id.
+func (n *ClusterNode) PID() int { return n.cur.Load().cmd.Process.Pid }
+
+// Alive returns an error, with the end of the node's output, if its
+// current process has exited.
+func (n *ClusterNode) Alive() error {
+	p := n.cur.Load()
+	if p == nil {
+		return fmt.Errorf("%s not started", n.ID)
+	}
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited: %v%s", n.ID, p.waitErr, outputNote(p.log.String()))
+	default:
+		return nil
+	}
+}
+
+// Addr is the first address the node's latest "listening" line gives
+// protocol ("gearman", "metrics", ...), "" if none. A node that changes
+// role listens anew, on other ports when they are 0.
+func (n *ClusterNode) Addr(protocol string) string {
+	f, _ := n.cur.Load().log.latest("listening")
+	l, _ := f[protocol].([]any)
+	if len(l) == 0 {
+		return ""
+	}
+	s, _ := l[0].(string)
+	return s
+}
+
+// Role is what the node's latest "listening" line says it runs: "leader"
+// or "follower", "" before the first.
+func (n *ClusterNode) Role() string {
+	f, _ := n.cur.Load().log.latest("listening")
+	r, _ := f["role"].(string)
+	return r
+}
+
+// Output returns the last few kilobytes the node's process wrote.
+func (n *ClusterNode) Output() string { return n.cur.Load().log.String() }
+
+func outputNote(out string) string {
+	if out = strings.TrimSpace(out); out != "" {
+		return "\noutput (end):\n" + out
+	}
+	return ""
+}
+
+// noticeLog takes a node's output: it keeps the end, and the fields of
+// the latest notice line of each message.
+type noticeLog struct {
+	mu      sync.Mutex
+	partial []byte
+	notices map[string]map[string]any
+	tail    tail
+}
+
+func (l *noticeLog) Write(p []byte) (int, error) {
+	l.tail.Write(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if msg, fields, ok := ParseNotice(string(l.partial[:i])); ok {
+			if l.notices == nil {
+				l.notices = make(map[string]map[string]any)
+			}
+			l.notices[msg] = fields
+		}
+		l.partial = l.partial[i+1:]
+	}
+	if len(l.partial) == 0 {
+		l.partial = nil // let a long line's buffer go
+	}
+	return len(p), nil
+}
+
+func (l *noticeLog) latest(msg string) (map[string]any, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.notices[msg]
+	return f, ok
+}
+
+func (l *noticeLog) String() string { return l.tail.String() }
+
+// ParseNotice parses one of switchyard's log lines at level notice, as
+// -l stderr writes them: time, "notice", the message and its fields as a
+// JSON object, tab-separated.
+//
+//	2026-11-26T18:38:57.050Z	notice	listening	{"gearman": ["127.0.0.1:34335"], "role": "leader", "pid": 8477}
+func ParseNotice(line string) (msg string, fields map[string]any, ok bool) {
+	parts := strings.SplitN(strings.TrimRight(line, "\r"), "\t", 4)
+	if len(parts) != 4 || parts[1] != "notice" {
+		return "", nil, false
+	}
+	if err := json.Unmarshal([]byte(parts[3]), &fields); err != nil {
+		return "", nil, false
+	}
+	return parts[2], fields, true
+}
+
+// prefixWriter writes to w with a prefix at the start of every line (a
+// node's name in the shared server log).
+type prefixWriter struct {
+	w    io.Writer
+	text string
+	mid  bool // the last write ended inside a line
+}
+
+func newPrefixWriter(w io.Writer, prefix string) *prefixWriter {
+	return &prefixWriter{w: w, text: prefix}
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	var out []byte
+	for line := range bytes.SplitAfterSeq(b, []byte("\n")) {
+		if len(line) == 0 { // after a final newline
+			continue
+		}
+		if !p.mid {
+			out = append(out, p.text...)
+		}
+		out = append(out, line...)
+		p.mid = line[len(line)-1] != '\n'
+	}
+	if _, err := p.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Member is one line of the admin command "cluster": a node, its Raft
+// address, its role and how far its log is behind the leader's (-1 when
+// not known).
+type Member struct {
+	ID, Addr, Role string
+	Lag            int64
+}
+
+// ParseMembers parses the answer to "cluster": NAME TAB ADDR TAB ROLE TAB
+// LAG lines, then ".".
+func ParseMembers(text string) ([]Member, error) {
+	body, ok := strings.CutSuffix(text, ".\n")
+	if !ok {
+		return nil, fmt.Errorf("cluster: %q does not end in a line \".\"", text)
+	}
+	var out []Member
+	for line := range strings.SplitSeq(body, "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			return nil, fmt.Errorf("cluster: line %q: want name, address, role, lag", line)
+		}
+		lag, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: line %q: %w", line, err)
+		}
+		out = append(out, Member{ID: f[0], Addr: f[1], Role: f[2], Lag: lag})
+	}
+	return out, nil
+}
+
+// adminTimeout bounds one admin command: a membership change waits for
+// its commit.
+const adminTimeout = 15 * time.Second
+
+// AdminCommand sends one Gearman admin command on a connection of its own
+// and returns the answer: a line, or a listing up to ".\n".
+func AdminCommand(addr, cmd string) (string, error) {
+	if addr == "" {
+		return "", errors.New("no address")
+	}
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(adminTimeout))
+	if _, err := io.WriteString(conn, cmd+"\r\n"); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	var out strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		s := out.String()
+		if err != nil {
+			return s, err
+		}
+		// A one-line answer ends in CRLF; a listing's lines in LF, the
+		// last one ".".
+		if strings.HasSuffix(s, "\r\n") || s == ".\n" || strings.HasSuffix(s, "\n.\n") {
+			return s, nil
+		}
+	}
+}
+
+// getpidAt asks addr's admin port for the server's pid. A relay with no
+// leader holds a connection for seconds: the answer is waited for for at
+// most a second.
+func getpidAt(addr string) (int, error) {
+	if addr == "" {
+		return 0, errors.New("no address")
+	}
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("getpid\n")); err != nil {
+		return 0, err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "OK" {
+		return 0, fmt.Errorf("getpid: %q", line)
+	}
+	return strconv.Atoi(f[1])
+}

@@ -1,0 +1,101 @@
+package harness
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseNotice(t *testing.T) {
+	tests := []struct {
+		name, line string
+		wantMsg    string
+		wantFields map[string]any
+		wantOK     bool
+	}{
+		{"listening", "2026-11-26T18:38:57.050Z\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:34335\"], \"role\": \"leader\", \"pid\": 8477}",
+			"listening", map[string]any{"gearman": []any{"127.0.0.1:34335"}, "role": "leader", "pid": float64(8477)}, true},
+		{"cluster node", "2026-11-26T18:38:55.338Z\tnotice\tcluster node\t{\"node\": \"n1\", \"raft\": \"127.0.0.1:42759\"}\r",
+			"cluster node", map[string]any{"node": "n1", "raft": "127.0.0.1:42759"}, true},
+		{"another level", "2026-11-26T18:38:55.338Z\twarn\tcluster: close\t{\"error\": \"x\"}", "", nil, false},
+		{"no fields", "2026-11-26T18:38:55.338Z\tnotice\tshutting down", "", nil, false},
+		{"broken JSON", "2026-11-26T18:38:55.338Z\tnotice\tlistening\t{\"gearman\": [", "", nil, false},
+		{"raft's own line", "2026-11-26T18:38:55.338Z [WARN]  raft: heartbeat timeout reached", "", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, fields, ok := ParseNotice(tt.line)
+			if msg != tt.wantMsg || ok != tt.wantOK || !reflect.DeepEqual(fields, tt.wantFields) {
+				t.Errorf("got %q %v %v, want %q %v %v", msg, fields, ok, tt.wantMsg, tt.wantFields, tt.wantOK)
+			}
+		})
+	}
+}
+
+// TestNoticeLog feeds a node's output in pieces that split lines: the
+// latest line of each message wins, whole lines only.
+func TestNoticeLog(t *testing.T) {
+	out := "t\tnotice\tcluster node\t{\"raft\": \"127.0.0.1:1\"}\n" +
+		"t\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:2\"], \"role\": \"follower\"}\n" +
+		"t\tinfo\tsomething\t{}\n" +
+		"t\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:3\"], \"role\": \"leader\"}\n" +
+		"t\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:4\"], \"role\": \"follo" // not yet whole
+	for _, size := range []int{1, 7, len(out)} {
+		l := &noticeLog{tail: tail{max: 1 << 10}}
+		for rest := out; rest != ""; {
+			n := min(size, len(rest))
+			l.Write([]byte(rest[:n]))
+			rest = rest[n:]
+		}
+		f, _ := l.latest("listening")
+		if f["role"] != "leader" || !reflect.DeepEqual(f["gearman"], []any{"127.0.0.1:3"}) {
+			t.Errorf("writes of %d: latest listening %v", size, f)
+		}
+		if f, ok := l.latest("cluster node"); !ok || f["raft"] != "127.0.0.1:1" {
+			t.Errorf("writes of %d: cluster node %v", size, f)
+		}
+		if _, ok := l.latest("something"); ok {
+			t.Errorf("writes of %d: an info line taken", size)
+		}
+		if l.String() != out {
+			t.Errorf("writes of %d: tail %q", size, l.String())
+		}
+	}
+}
+
+func TestParseMembers(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       []Member
+		wantErr    bool
+	}{
+		{"three", "n1\t127.0.0.1:1\tleader\t0\nn2\t127.0.0.1:2\tfollower\t12\nn3\t127.0.0.1:3\tfollower\t-1\n.\n",
+			[]Member{{"n1", "127.0.0.1:1", "leader", 0}, {"n2", "127.0.0.1:2", "follower", 12}, {"n3", "127.0.0.1:3", "follower", -1}}, false},
+		{"none", ".\n", nil, false},
+		{"no end", "n1\t127.0.0.1:1\tleader\t0\n", nil, true},
+		{"an error line", "ERR NOT_LEADER x\r\n", nil, true},
+		{"short line", "n1\t127.0.0.1:1\tleader\n.\n", nil, true},
+		{"bad lag", "n1\t127.0.0.1:1\tleader\tmany\n.\n", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseMembers(tt.text)
+			if (err != nil) != tt.wantErr || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestPrefixWriter(t *testing.T) {
+	var b strings.Builder
+	p := newPrefixWriter(&b, "n1 ")
+	for _, chunk := range []string{"a\nb", "c\n", "\n", "d"} {
+		if n, err := p.Write([]byte(chunk)); n != len(chunk) || err != nil {
+			t.Fatalf("Write(%q): %d, %v", chunk, n, err)
+		}
+	}
+	if want := "n1 a\nn1 bc\nn1 \nn1 d"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}

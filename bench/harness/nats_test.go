@@ -1,0 +1,111 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseNATSPorts(t *testing.T) {
+	tests := []struct {
+		name, data            string
+		wantClient, wantRoute string
+		wantErr               bool
+	}{
+		{"client and route", `{"nats":["nats://127.0.0.1:38555"],"cluster":["nats://127.0.0.1:39115"]}`, "nats://127.0.0.1:38555", "nats://127.0.0.1:39115", false},
+		{"with monitoring", `{"nats":["nats://127.0.0.1:1"],"monitoring":["http://127.0.0.1:2"],"cluster":["nats://127.0.0.1:3"]}`, "nats://127.0.0.1:1", "nats://127.0.0.1:3", false},
+		{"no route", `{"nats":["nats://127.0.0.1:38555"]}`, "", "", true},
+		{"port 0", `{"nats":["nats://127.0.0.1:0"],"cluster":["nats://127.0.0.1:39115"]}`, "", "", true},
+		{"short read", `{"nats":["nats://127.0.0.1:38555"],"clus`, "", "", true},
+		{"empty", ``, "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, route, err := ParseNATSPorts([]byte(tt.data))
+			if (err != nil) != tt.wantErr || client != tt.wantClient || route != tt.wantRoute {
+				t.Errorf("got %q, %q, %v; want %q, %q, error %v", client, route, err, tt.wantClient, tt.wantRoute, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestNATSServerConfig(t *testing.T) {
+	tests := []struct {
+		name      string
+		routes    []string
+		jetstream bool
+		want      []string
+		not       []string
+	}{
+		{"first, before the others", nil, false,
+			[]string{`server_name: "n1"`, `host: "127.0.0.1"`, "port: -1", `ports_file_dir: "/d/n1"`, `name: "switchyard-bench"`},
+			[]string{"jetstream", "routes"}},
+		{"with routes and jetstream", []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2"}, true,
+			[]string{`store_dir: "/d/n1/jetstream"`, `routes: ["nats://127.0.0.1:1", "nats://127.0.0.1:2"]`}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := NATSServerConfig("n1", "/d/n1", tt.routes, tt.jetstream)
+			for _, w := range tt.want {
+				if !strings.Contains(conf, w) {
+					t.Errorf("no %q in\n%s", w, conf)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(conf, n) {
+					t.Errorf("%q in\n%s", n, conf)
+				}
+			}
+			// Both listeners: port -1, the kernel's pick.
+			if strings.Count(conf, "port: -1") != 2 {
+				t.Errorf("want two listeners on port -1:\n%s", conf)
+			}
+		})
+	}
+}
+
+// natsServer is Debian's nats-server, or the test is skipped: make
+// bench-deps installs it, CI does not.
+func natsServer(t *testing.T) string {
+	t.Helper()
+	const path = "/usr/sbin/nats-server"
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("nats-server is not installed (make bench-deps)")
+	}
+	return path
+}
+
+// TestStartNATS starts three JetStream servers and their seed and checks
+// that each wrote its ports, that they are distinct servers and that
+// Usage reads every process; Stop stops them.
+func TestStartNATS(t *testing.T) {
+	path := natsServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartNATS(ctx, NATSConfig{Path: path, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Servers {
+		if s.ClientURL == "" || s.RouteURL == "" || seen[s.ClientURL] || seen[s.RouteURL] {
+			t.Errorf("%s: client %q, route %q", s.Name, s.ClientURL, s.RouteURL)
+		}
+		seen[s.ClientURL], seen[s.RouteURL] = true, true
+	}
+	if len(c.Servers) != 3 || c.Find("n2") != c.Servers[1] || c.Find("n4") != nil {
+		t.Errorf("servers: %+v", c.Servers)
+	}
+	u, err := c.Usage()
+	if err != nil || u.Threads < 4 || u.RSS <= 0 { // the seed's included
+		t.Errorf("usage %+v, %v", u, err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Error(err)
+	}
+	if _, err := c.Usage(); err == nil {
+		t.Error("usage of stopped servers")
+	}
+}

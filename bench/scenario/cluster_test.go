@@ -1,0 +1,108 @@
+package scenario
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"switchyard/bench/harness"
+)
+
+// startCluster starts a three-node switchyard cluster as the bench does,
+// in the test's temporary directory.
+func startCluster(ctx context.Context, t *testing.T, bin string) *harness.Cluster {
+	t.Helper()
+	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: bin, Dir: t.TempDir(),
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "--periodic-listen", "off", "--controller-socket", "off",
+			"--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// TestClusterAgainstSwitchyard builds switchyard, starts a cluster of three
+// and runs the cluster scenarios against it with tiny counts: submits
+// through the leader and through a follower, and two kills of the leader
+// with their restarts. It checks that the harness, the streams and the
+// checks work end to end, not how fast.
+func TestClusterAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a cluster; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := startCluster(ctx, t, bin)
+	target := Target{Cluster: c, Usage: c.Usage, Note: t.Logf}
+	bgParams := Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 400, Workers: 2, Grab: 1, Timeout: time.Minute}
+	for _, sc := range []*Scenario{clusterBg, clusterBgFollower} {
+		t.Run(sc.Name, func(t *testing.T) {
+			run := sc.Run(ctx, target, bgParams)
+			if run.Error != "" {
+				t.Fatalf("run failed: %s", run.Error)
+			}
+			if run.Jobs != 400 || run.JobsPerSec <= 0 || run.Latency.Count != 400 || run.Extra["drain_jobs_per_s"] <= 0 || run.CPUSeconds <= 0 {
+				t.Errorf("implausible run: %+v", run)
+			}
+		})
+	}
+	t.Run("cluster-failover", func(t *testing.T) {
+		p := Params{Kills: 2, Clients: 1, InFlight: 4, Payload: 64, Warmup: 200 * time.Millisecond, Workers: 2, Grab: 1,
+			Timeout: 30 * time.Second, Duration: 3 * time.Minute}
+		run := clusterFailover.Run(ctx, target, p)
+		if run.Error != "" {
+			t.Fatalf("run failed: %s", run.Error)
+		}
+		// An election cannot be quicker than the followers' heartbeat
+		// timeout (a second); 30 s bounds each wait.
+		if run.Latency.Count != 2 || run.Latency.P50 < 500_000 || run.Latency.Max > 30_000_000 ||
+			run.Extra["kills"] != 2 || run.Extra["failover_min_s"] <= 0 || run.Extra["restart_p50_s"] <= 0 ||
+			run.Extra["failover_every_node_max_s"] < run.Extra["failover_min_s"] || run.Jobs <= 0 {
+			t.Errorf("implausible run: %+v", run)
+		}
+	})
+	// Every node is back and serves.
+	for _, n := range c.Nodes {
+		if err := c.WaitServing(ctx, n); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestClusterBgAgainstJetStream runs cluster-bg's JetStream runs, on the
+// stream leader's server and on another, with tiny counts.
+func TestClusterBgAgainstJetStream(t *testing.T) {
+	const path = "/usr/sbin/nats-server"
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("nats-server is not installed (make bench-deps)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, sc := range []*Scenario{clusterBg, clusterBgFollower} {
+		t.Run(sc.Name, func(t *testing.T) {
+			c, err := harness.StartNATS(ctx, harness.NATSConfig{Path: path, Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := c.Stop(); err != nil {
+					t.Error(err)
+				}
+			}()
+			run := sc.Run(ctx, Target{NATS: c, Usage: c.Usage}, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 400, Timeout: time.Minute})
+			if run.Error != "" {
+				t.Fatalf("run failed: %s", run.Error)
+			}
+			if run.Jobs != 400 || run.JobsPerSec <= 0 || run.Latency.Count != 400 || run.CPUSeconds <= 0 || run.LoadCPUPerJob <= 0 {
+				t.Errorf("implausible run: %+v", run)
+			}
+		})
+	}
+}

@@ -1,0 +1,324 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"switchyard/bench/load"
+	"switchyard/bench/record"
+)
+
+// The open-loop scenarios (wrk2's way): jobs are sent on a fixed schedule
+// at the offered rate, whatever became of the jobs before them, and each
+// is timed from when it was due, so that a server that stalls is charged
+// the stall for every job due meanwhile. The closed-loop scenarios (fg,
+// http, memodb, periodic-run) let a slower server take fewer jobs and
+// queue more of them; these put the same load on both servers, so their
+// latencies compare at equal load. jobs/s is what the server finished in
+// the window, to set beside the offered rate: below it, the server did
+// not keep up and the latency is a backlog's.
+
+var rateUses = []string{"rate", "clients", "workers", "grab", "payload", "duration", "warmup"}
+
+// rateFull and rateQuick are the open-loop scenarios' defaults: 4,000
+// jobs/s is a third of gearmand's closed-loop fg rate on the machine the
+// bench was written on (2 shared vCPUs), a load both servers sustain.
+var (
+	rateFull  = Params{Rate: 4000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second}
+	rateQuick = Params{Rate: 4000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond}
+)
+
+var fgRate = &Scenario{
+	Name: "fg-rate",
+	About: "foreground jobs at the offered rate on a fixed schedule, dealt round-robin over the client connections, workers complete them; " +
+		"latency is due time to WORK_COMPLETE",
+	Uses:  rateUses,
+	Full:  rateFull,
+	Quick: rateQuick,
+	run:   runFgRate,
+}
+
+var fgCurve = &Scenario{
+	Name: "fg-curve",
+	About: "fg-rate stepped: the offered rate from the rate param up by 1.3x a step until two steps in a row are not sustained; " +
+		"each step's p50/p99/p99.9 in the record's curve, and the knee (highest rate sustained with p99 under the bound)",
+	Uses: rateUses,
+	// Steps of 2 s after 0.5 s of warm-up: 11 steps from 2,000 jobs/s
+	// reach 28k, past both servers on a 2-CPU machine, in half a minute.
+	Full:  Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 2 * time.Second, Warmup: 500 * time.Millisecond},
+	Quick: Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 300 * time.Millisecond},
+	run:   runFgCurve,
+}
+
+var httpRate = &Scenario{
+	Name: "http-rate",
+	About: "foreground jobs over gearmand's HTTP protocol at the offered rate on a fixed schedule, taken by whichever client connection is free " +
+		"(one request at a time each); latency is due time to the WORK_COMPLETE answer",
+	Uses: rateUses,
+	HTTP: true,
+	// 64 connections: gearmand closes each after its answer, so a
+	// connection's jobs/s is one over a connect plus a job.
+	Full:  Params{Rate: 2000, Clients: 64, Workers: 16, Grab: 1, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
+	Quick: Params{Rate: 2000, Clients: 64, Workers: 16, Grab: 1, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:   runHTTPRate,
+}
+
+var memodbRate = &Scenario{
+	Name: "memodb-rate",
+	About: "MemoDB JOBs at the offered rate on a fixed schedule, taken by whichever client context is free (clients x 16 contexts), " +
+		"64 worker contexts answer; latency is due time to RESULT",
+	Uses:   rateUses,
+	Memodb: true,
+	Full:   rateFull,
+	Quick:  rateQuick,
+	run:    runMemodbRate,
+}
+
+var periodicRate = &Scenario{
+	Name: "periodic-rate",
+	About: "Periodic SUBMIT_JOBs due at once, at the offered rate on a fixed schedule over the client connections, to workers with GRAB_JOBs parked; " +
+		"latency is due time to JOB_ASSIGN of the jobs assigned in the window",
+	Uses:     rateUses,
+	Periodic: true,
+	Full:     Params{Rate: 4000, Clients: 4, Workers: 4, Grab: 16, Payload: 64, Duration: 10 * time.Second, Warmup: time.Second},
+	Quick:    Params{Rate: 4000, Clients: 4, Workers: 4, Grab: 16, Payload: 64, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond},
+	run:      runPeriodicRate,
+}
+
+// rateGrace bounds the wait for the jobs out once an open-loop step's
+// schedule is over: a server that kept up answers within milliseconds,
+// and one that did not is not waited for.
+const rateGrace = 2 * time.Second
+
+// rateConns is each MemoDB client socket's contexts in memodb-rate.
+const rateConns = 16
+
+// recordRate fills out from one open-loop run's result.
+func recordRate(out *record.Run, p Params, res load.RateResult) {
+	out.Jobs = res.Measured
+	out.Seconds = p.Duration.Seconds()
+	out.JobsPerSec = float64(res.Done) / p.Duration.Seconds()
+	out.Latency = record.Summarize(res.Latency)
+	setExtra(out, "offered_jobs_per_s", float64(p.Rate))
+	if res.Lag != nil && res.Lag.TotalCount() > 0 {
+		setExtra(out, "pacer_lag_p99_us", float64(res.Lag.ValueAtQuantile(99)))
+	}
+	for key, v := range map[string]int64{"unsent": res.Due - res.Sent, "abandoned": res.Abandoned, "failed": res.Failed} {
+		if v > 0 {
+			setExtra(out, key, float64(v))
+		}
+	}
+}
+
+// fgRateStep runs one open-loop step of p.Rate against workers already
+// registered for function.
+func fgRateStep(ctx context.Context, t Target, p Params, function string) (load.RateResult, error) {
+	start := time.Now().Add(p.Warmup)
+	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: rateGrace}
+	c := load.RateClient{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), Conns: p.Clients, Rate: float64(p.Rate)}
+	return c.Run(ctx, ph)
+}
+
+func runFgRate(ctx context.Context, t Target, p Params, out *record.Run) error {
+	const function = "bench-fg-rate"
+	if p.Rate <= 0 {
+		return fmt.Errorf("rate %d: want jobs/s > 0", p.Rate)
+	}
+	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{})
+	if err := workers.waitReady(ctx); err != nil {
+		_, werr := workers.stop()
+		return errors.Join(err, werr)
+	}
+	start := time.Now().Add(p.Warmup)
+	cpu := meterPhase(t, &load.Phase{Start: start, End: start.Add(p.Duration)})
+	res, err := fgRateStep(ctx, t, p, function)
+	cpu.perJob(out, res.Measured)
+	if u, uerr := t.Usage(); uerr == nil {
+		out.RSSMB = megabytes(u.RSS)
+	}
+	_, werr := workers.stop()
+	recordRate(out, p, res)
+	if res.Measured == 0 && err == nil && werr == nil {
+		return errors.New("no job completed in the measured time")
+	}
+	return errors.Join(err, werr)
+}
+
+// Curve steps: each 1.3x the last, at most curveSteps of them.
+const (
+	curveFactor = 1.3
+	curveSteps  = 16
+)
+
+// curveRates is the offered rates of a curve from first: the same for
+// every server, so that their steps line up.
+func curveRates(first int) []int {
+	rates := make([]int, 0, curveSteps)
+	r := float64(first)
+	for range curveSteps {
+		rates = append(rates, int(r+0.5))
+		r *= curveFactor
+	}
+	return rates
+}
+
+func runFgCurve(ctx context.Context, t Target, p Params, out *record.Run) error {
+	const function = "bench-fg-curve"
+	if p.Rate <= 0 {
+		return fmt.Errorf("rate %d: want jobs/s > 0", p.Rate)
+	}
+	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{})
+	if err := workers.waitReady(ctx); err != nil {
+		_, werr := workers.stop()
+		return errors.Join(err, werr)
+	}
+	var errs []error
+	for _, rate := range curveRates(p.Rate) {
+		if ctx.Err() != nil {
+			break
+		}
+		sp := p
+		sp.Rate = rate
+		res, err := fgRateStep(ctx, t, sp, function)
+		step := record.Step{
+			Offered:    float64(rate),
+			JobsPerSec: float64(res.Done) / p.Duration.Seconds(),
+			Latency:    record.Summarize(res.Latency),
+			Unsent:     res.Due - res.Sent,
+			Abandoned:  res.Abandoned,
+		}
+		out.Curve = append(out.Curve, step)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%d jobs/s: %w", rate, err))
+			break
+		}
+		// Past saturation, by two steps in a row not sustained: one may
+		// be a stall of a machine shared with other work, and the next
+		// would only queue more.
+		if n := len(out.Curve); n >= 2 && !out.Curve[n-1].Sustained() && !out.Curve[n-2].Sustained() {
+			break
+		}
+	}
+	_, werr := workers.stop()
+	errs = append(errs, werr)
+	if knee, ok := record.Knee(out.Curve, record.KneeP99Micros); ok {
+		out.JobsPerSec = knee.Offered
+		out.Latency = knee.Latency
+		out.Jobs = knee.Latency.Count
+		out.Seconds = p.Duration.Seconds()
+		setExtra(out, "knee_jobs_per_s", knee.Offered)
+	}
+	setExtra(out, "knee_p99_bound_us", record.KneeP99Micros)
+	setExtra(out, "steps", float64(len(out.Curve)))
+	if len(out.Curve) > 0 && out.Curve[len(out.Curve)-1].Sustained() {
+		errs = append(errs, fmt.Errorf("still sustained %v jobs/s after %d steps: start the curve higher (rate)", out.Curve[len(out.Curve)-1].Offered, curveSteps))
+	}
+	return errors.Join(errs...)
+}
+
+func runHTTPRate(ctx context.Context, t Target, p Params, out *record.Run) error {
+	if t.HTTPAddr == "" {
+		return errors.New("the server has no HTTP listener")
+	}
+	if p.Rate <= 0 {
+		return fmt.Errorf("rate %d: want jobs/s > 0", p.Rate)
+	}
+	const function = "bench-http-rate"
+	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{})
+	if err := workers.waitReady(ctx); err != nil {
+		_, werr := workers.stop()
+		return errors.Join(err, werr)
+	}
+	start := time.Now().Add(p.Warmup)
+	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: rateGrace}
+	cpu := meterPhase(t, ph)
+	ph.Schedule = load.StartSchedule(ctx, float64(p.Rate), ph.End, nil)
+	client := load.HTTPClient{Addr: t.HTTPAddr, Function: function, Payload: payloadOf(p.Payload)}
+	res := runHTTPClients(ctx, p.Clients, client, ph)
+	due, unsent, lag := ph.Schedule.Wait()
+	cpu.perJob(out, res.measured)
+	if u, err := t.Usage(); err == nil {
+		out.RSSMB = megabytes(u.RSS)
+	}
+	_, werr := workers.stop()
+	recordRate(out, p, load.RateResult{Measured: res.measured, Done: res.measured, Due: due, Sent: due - unsent, Failed: res.failed, Latency: res.latency, Lag: lag})
+	if res.finished > 0 {
+		setExtra(out, "connects_per_job", float64(res.connects)/float64(res.finished))
+	}
+	errs := []error{res.err, werr}
+	if res.measured == 0 && res.err == nil {
+		errs = append(errs, errors.New("no job completed in the measured time"))
+	}
+	return errors.Join(errs...)
+}
+
+func runMemodbRate(ctx context.Context, t Target, p Params, out *record.Run) error {
+	if t.MemodbURL == "" {
+		return errors.New("the server has no MemoDB listener")
+	}
+	if p.Rate <= 0 {
+		return fmt.Errorf("rate %d: want jobs/s > 0", p.Rate)
+	}
+	start := time.Now().Add(p.Warmup)
+	ph := &load.Phase{Start: start, End: start.Add(p.Duration)}
+	cpu := meterPhase(t, ph)
+	ph.Schedule = load.StartSchedule(ctx, float64(p.Rate), ph.End, nil)
+	res, err := load.RunMemodb(ctx, load.Memodb{
+		URL: t.MemodbURL, Service: memodbService + "-rate",
+		Clients: p.Clients, InFlight: rateConns, Workers: 64,
+		Payload: payloadOf(p.Payload), TimeoutMS: 60_000,
+	}, ph)
+	due, unsent, lag := ph.Schedule.Wait()
+	cpu.perJob(out, res.Measured)
+	if u, uerr := t.Usage(); uerr == nil {
+		out.RSSMB = megabytes(u.RSS)
+	}
+	recordRate(out, p, load.RateResult{Measured: res.Measured, Done: res.Measured, Due: due, Sent: due - unsent, Latency: res.Latency, Lag: lag})
+	errs := []error{err}
+	if res.Measured == 0 {
+		errs = append(errs, errors.New("no job completed in the measured time"))
+	}
+	return errors.Join(errs...)
+}
+
+func runPeriodicRate(ctx context.Context, t Target, p Params, out *record.Run) error {
+	const function = "bench-periodic-rate"
+	if err := needPeriodic(t); err != nil {
+		return err
+	}
+	if p.Rate <= 0 || p.Clients < 1 {
+		return fmt.Errorf("rate %d over %d clients: want both > 0", p.Rate, p.Clients)
+	}
+	start := time.Now().Add(p.Warmup)
+	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: rateGrace}
+	workers := startPeriodicWorkers(ctx, t.PeriodicAddr, function, p, load.PeriodicWorker{Phase: ph})
+	if err := workers.waitReady(ctx); err != nil {
+		_, werr := workers.stop()
+		return errors.Join(err, werr)
+	}
+	cpu := meterPhase(t, ph)
+	// Each client paces its share of the rate; 1024 submits out each
+	// bound a run past saturation and never hold back a sustained one.
+	client := load.PeriodicClient{Addr: t.PeriodicAddr, Function: function, Payload: p.Payload, InFlight: 1024,
+		Interval: time.Duration(float64(time.Second) * float64(p.Clients) / float64(p.Rate)), FromDue: true}
+	res := periodicClients(ctx, p.Clients, client, ph)
+	// The last jobs due reach the workers within the grace period.
+	select {
+	case <-time.After(time.Until(ph.End.Add(100 * time.Millisecond))):
+	case <-ctx.Done():
+	}
+	if u, err := t.Usage(); err == nil {
+		out.RSSMB = megabytes(u.RSS)
+	}
+	wres, werr := workers.stop()
+	cpu.perJob(out, wres.Measured)
+	recordRate(out, p, load.RateResult{Measured: wres.Measured, Done: wres.Measured, Due: res.submitted, Sent: res.submitted, Abandoned: res.abandoned, Latency: wres.SinceSubmit})
+	setExtra(out, "submit_p99_ms", float64(res.latency.ValueAtQuantile(99))/1e3)
+	errs := []error{res.err, werr}
+	if wres.Measured == 0 {
+		errs = append(errs, errors.New("no job assigned in the measured time"))
+	}
+	return errors.Join(errs...)
+}
