@@ -73,7 +73,7 @@ func TestDefaults(t *testing.T) {
 		QueueType: "durable", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, MaxMemory: -1, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
-		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute, FailuresKept: 20, MaxMemory: -1,
+		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute, FailuresKept: 20,
 	}
 	checkOptions(t, o, exp)
 }
