@@ -60,6 +60,11 @@ type FuncStat struct {
 	Workers  int
 	MaxQueue [3]int
 	Events   Counts // what happened to its jobs since it was made, whatever their source
+	Paused   bool   // see Pause
+	// OldestWait is how long the job that has waited longest at the head
+	// of its queues has waited: 0 when none waits, and without
+	// Config.Latency.
+	OldestWait time.Duration
 }
 
 // Total is queued + delayed + blocked + running, gearmand's TOTAL column.
@@ -82,8 +87,9 @@ func (s *Sched) FuncsChunked(fn func([]FuncStat)) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		now := s.latency()
 		for _, f := range sh.funcs {
-			buf = append(buf, statOf(f))
+			buf = append(buf, statOf(f, now))
 			if len(buf) == chunk {
 				// Let the shard's traffic in. A range over a map may go on
 				// after the map changed: what was added may be missed,
@@ -93,6 +99,7 @@ func (s *Sched) FuncsChunked(fn func([]FuncStat)) {
 				fn(buf)
 				buf = buf[:0]
 				sh.mu.Lock()
+				now = s.latency()
 			}
 		}
 		sh.mu.Unlock()
@@ -102,18 +109,35 @@ func (s *Sched) FuncsChunked(fn func([]FuncStat)) {
 	}
 }
 
-func statOf(f *function) FuncStat {
+// statOf is f's line as of now (a latency reading). Caller holds f's
+// shard lock.
+func statOf(f *function, now int64) FuncStat {
 	return FuncStat{
-		Name:     f.name,
-		Seq:      f.seq,
-		Queued:   [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
-		Delayed:  f.delayed,
-		Blocked:  f.blocked,
-		Running:  f.running,
-		Workers:  f.workers,
-		MaxQueue: f.maxQueue,
-		Events:   f.events,
+		Name:       f.name,
+		Seq:        f.seq,
+		Queued:     [3]int{f.queues[High].n, f.queues[Normal].n, f.queues[Low].n},
+		Delayed:    f.delayed,
+		Blocked:    f.blocked,
+		Running:    f.running,
+		Workers:    f.workers,
+		MaxQueue:   f.maxQueue,
+		Events:     f.events,
+		Paused:     f.paused,
+		OldestWait: f.oldestWait(now),
 	}
+}
+
+// FuncStatOf is function name's line; false for a function the scheduler
+// does not know.
+func (s *Sched) FuncStatOf(name []byte) (FuncStat, bool) {
+	sh := s.shardFor(name)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	f := sh.funcs[string(name)]
+	if f == nil {
+		return FuncStat{}, false
+	}
+	return statOf(f, s.latency()), true
 }
 
 // Funcs snapshots every known function, in creation order.

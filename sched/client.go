@@ -28,6 +28,10 @@ type Update struct {
 	// after the last retry). A listener that recognises its own token can
 	// write directly instead of handing the update across goroutines.
 	Origin any
+	// Reason is why a Fail or Exception happened, in the frontend's words
+	// (its packet's name: "WORK_FAIL"), kept with an exception's Data as
+	// the failure's text (Sched.Failures). Listeners do not get it.
+	Reason string
 }
 
 // Listener receives the updates of the jobs a client is attached to. Notify

@@ -17,6 +17,9 @@ type function struct {
 	peak     int                // most keys unique held since it was made
 	sleepers abilityList        // abilities whose worker slept on this function
 	events   Counts             // what happened to its jobs, see shard.count
+	paused   bool               // Pause: its jobs are handed to no worker
+	lat      *funcLatency       // its attempts' latency, with Config.Latency: made at its first
+	fails    *failRing          // its latest failures, with Config.Failures: made at its first
 
 	idleSince    time.Time // on the Clock's Now scale, while inIdle
 	iprev, inext *function // shard's idle list
@@ -87,9 +90,9 @@ func (sh *shard) forgetUnique(f *function, key string) {
 }
 
 // idle reports whether nothing refers to f: no job, no worker, no admin
-// setting.
+// setting (a pause is one).
 func (f *function) idle() bool {
-	return f.workers == 0 && f.total() == 0 && !f.kept && f.maxQueue == [numPriorities]int{}
+	return f.workers == 0 && f.total() == 0 && !f.kept && !f.paused && f.maxQueue == [numPriorities]int{}
 }
 
 // settle starts f's idle time if it has just become idle, so that

@@ -54,7 +54,20 @@ type Config struct {
 	// each attempt runs, into the histograms of Stats: it reads the
 	// monotonic clock as a job enters its queue, as a worker takes it and
 	// as the attempt ends. Off, those histograms stay empty.
+	// Each function's recent latency (FuncLatencies) and the age of its
+	// oldest waiting job (FuncStat.OldestWait) are read from the same
+	// clock readings, and are there only with it.
 	Latency bool
+	// FuncHistograms keeps, with Latency, each function's latency
+	// histograms since it was made (FuncLatency.Wait and Run), for
+	// per-function metrics: 368 bytes more per function that has had a
+	// job taken.
+	FuncHistograms bool
+	// Failures is how many of each function's latest failures are kept
+	// for Failures (a worker's fail or exception, retries used up, a
+	// queue timeout), each with up to MaxFailureText bytes of why; 0
+	// keeps none.
+	Failures int
 }
 
 // DefaultShards is the number of shards unless Config.Shards says
@@ -65,27 +78,29 @@ const DefaultShards = 256
 
 // Sched is the scheduler shared by every frontend.
 type Sched struct {
-	shards    []shard
-	shardBits uint
-	wakeup    int
-	retries   uint32
-	rr        bool
-	tick      time.Duration
-	epoch     time.Time // tick 0, on clock.Now's scale
-	clock     Clock
-	ttl       time.Duration // Config.FunctionTTL
-	store     Store
-	durable   bool
-	timers    *timerCount
-	idle      timerCount // functions waiting out their TTL, see ForgetIdle
-	stop      chan struct{}
-	done      sync.WaitGroup
-	workerSeq uint64
-	funcSeq   atomic.Uint64
-	endedKeep time.Duration              // Config.EndedRetention
-	endedMax  int                        // notes per shard, see Config.EndedMax
-	timed     bool                       // Config.Latency
-	refused   [NumRefusals]atomic.Uint64 // submits refused, by reason (rare: atomics, no lock)
+	shards     []shard
+	shardBits  uint
+	wakeup     int
+	retries    uint32
+	rr         bool
+	tick       time.Duration
+	epoch      time.Time // tick 0, on clock.Now's scale
+	clock      Clock
+	ttl        time.Duration // Config.FunctionTTL
+	store      Store
+	durable    bool
+	timers     *timerCount
+	idle       timerCount // functions waiting out their TTL, see ForgetIdle
+	stop       chan struct{}
+	done       sync.WaitGroup
+	workerSeq  uint64
+	funcSeq    atomic.Uint64
+	endedKeep  time.Duration              // Config.EndedRetention
+	endedMax   int                        // notes per shard, see Config.EndedMax
+	timed      bool                       // Config.Latency
+	funcTotals bool                       // Config.FuncHistograms
+	failKeep   int                        // Config.Failures
+	refused    [NumRefusals]atomic.Uint64 // submits refused, by reason (rare: atomics, no lock)
 	// releases take back the payloads their frontends lent (OwnPayload),
 	// by the submitter's Source: see SetRelease.
 	releases [MaxSources]atomic.Pointer[func([]byte)]
@@ -133,18 +148,20 @@ func New(cfg Config) *Sched {
 	}
 	b := uint(bits.Len(uint(n - 1)))
 	s := &Sched{
-		shards:    make([]shard, 1<<b),
-		shardBits: b,
-		wakeup:    cfg.WorkerWakeup,
-		retries:   uint32(cfg.JobRetries),
-		rr:        cfg.RoundRobin,
-		tick:      cfg.Tick,
-		clock:     cfg.Clock,
-		ttl:       cfg.FunctionTTL,
-		store:     cfg.Store,
-		timed:     cfg.Latency,
-		stop:      make(chan struct{}),
-		timers:    newTimerCount(),
+		shards:     make([]shard, 1<<b),
+		shardBits:  b,
+		wakeup:     cfg.WorkerWakeup,
+		retries:    uint32(cfg.JobRetries),
+		rr:         cfg.RoundRobin,
+		tick:       cfg.Tick,
+		clock:      cfg.Clock,
+		ttl:        cfg.FunctionTTL,
+		store:      cfg.Store,
+		timed:      cfg.Latency,
+		funcTotals: cfg.Latency && cfg.FuncHistograms,
+		failKeep:   max(cfg.Failures, 0),
+		stop:       make(chan struct{}),
+		timers:     newTimerCount(),
 	}
 	if s.clock == nil {
 		s.clock = systemClock{}

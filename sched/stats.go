@@ -112,6 +112,14 @@ func eventOf(k UpdateKind) Event {
 	return EventFailed
 }
 
+// failKindOf is the failure a worker's Fail or Exception is.
+func failKindOf(k UpdateKind) FailKind {
+	if k == Exception {
+		return FailException
+	}
+	return FailReported
+}
+
 // Refusal is why a submit was refused, counted in Stats.Refused.
 type Refusal uint8
 
@@ -227,7 +235,9 @@ func (s *Sched) begun(sh *shard, j *Job) {
 	}
 	now := s.latency()
 	if j.stamp != 0 {
-		sh.stats.queueWait.Observe(time.Duration(now - j.stamp))
+		d := time.Duration(now - j.stamp)
+		sh.stats.queueWait.Observe(d)
+		s.observe(j.fn, 0, now, d)
 	}
 	j.stamp = now
 }
@@ -238,6 +248,12 @@ func (s *Sched) ranFor(sh *shard, j *Job) {
 	if !s.timed || j.stamp == 0 {
 		return
 	}
-	sh.stats.run.Observe(time.Duration(s.latency() - j.stamp))
+	now := s.latency()
+	d := time.Duration(now - j.stamp)
+	sh.stats.run.Observe(d)
+	s.observe(j.fn, 1, now, d)
+	if j.worker != nil {
+		j.worker.freeAt.Store(now)
+	}
 	j.stamp = 0
 }

@@ -85,6 +85,7 @@ func (s *Sched) expire(sh *shard, j *Job) {
 	ls := collect(nil, j, true)
 	sh.unplace(j)
 	sh.count(j.fn, j.src, EventFailed)
+	s.failed(j, FailQueueTimeout, nil, "", nil, false)
 	sh.forget(j)
 	sh.mu.Unlock()
 	notifyAll(ls, j.id, &Update{Kind: Fail})

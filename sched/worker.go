@@ -95,11 +95,17 @@ type Worker struct {
 	ended []uint64
 
 	scratch []*Client
+
+	// freeAt is when it last let go of a job, or was made: a latency
+	// reading (Config.Latency), for Idle.
+	freeAt atomic.Int64
 }
 
 // NewWorker registers a worker whose sleeps end with a call to waker.Wake.
 func (s *Sched) NewWorker(waker Waker) *Worker {
-	return &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+	w := &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
+	w.freeAt.Store(s.latency())
+	return w
 }
 
 // SetName names the worker (a host, a location) for EndedJob and JobView.
@@ -236,6 +242,10 @@ func (w *Worker) GrabAttempt(a *Attempt) *Job {
 		ab := w.abilities[i]
 		sh := ab.sh
 		sh.mu.Lock()
+		if ab.fn.paused { // see Pause
+			sh.mu.Unlock()
+			continue
+		}
 		j := ab.fn.pop()
 		if j == nil {
 			sh.mu.Unlock()
@@ -307,7 +317,7 @@ func (w *Worker) Sleep() bool {
 	for _, a := range w.abilities {
 		sh := a.sh
 		sh.mu.Lock()
-		if a.fn.queued() > 0 {
+		if a.fn.queued() > 0 && !a.fn.paused {
 			ready = true
 		} else if !a.inSleepers {
 			a.fn.sleepers.push(a)
@@ -412,6 +422,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		ended := false
 		if j.worker == w && j.state == stateRunning {
 			sh.count(j.fn, j.src, eventOf(u.Kind))
+			w.s.failed(j, failKindOf(u.Kind), w, u.Reason, u.Data, !j.superseded())
 			if ended = w.s.putBack(sh, j, 0, false, &wake); !ended {
 				sh.count(j.fn, j.src, EventRetried)
 			}
@@ -430,6 +441,9 @@ func (w *Worker) Update(id uint64, u *Update) error {
 	if u.Kind.Terminal() {
 		j.heardFrom(w)
 		sh.count(j.fn, j.src, eventOf(u.Kind))
+		if u.Kind != Complete {
+			w.s.failed(j, failKindOf(u.Kind), w, u.Reason, u.Data, false)
+		}
 		switch {
 		case j.state == stateQueued: // a late result: it need not run again
 			j.fn.queues[j.prio].remove(j)
@@ -725,6 +739,7 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 	case !j.forever && s.retries > 0 && j.retries >= s.retries:
 		failed = collect(nil, j, true)
 		sh.count(f, j.src, EventFailed)
+		s.failed(j, FailRetries, w, "", nil, false)
 		s.finish(sh, j)
 	case !j.background && j.nlisteners == 0:
 		s.finish(sh, j) // nobody is waiting for it any more
@@ -754,6 +769,9 @@ type wakeList struct {
 // collectSleepers pops sleeping workers of f into wl, honouring the
 // wake-up limit. Caller holds f's shard lock.
 func (s *Sched) collectSleepers(f *function, wl *wakeList) {
+	if f.paused {
+		return // they stay asleep on it: Resume wakes them
+	}
 	for wl.n < len(wl.w) && (s.wakeup == 0 || wl.total < s.wakeup) {
 		a := f.sleepers.head
 		if a == nil {

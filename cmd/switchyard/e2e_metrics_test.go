@@ -7,8 +7,11 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,13 +98,13 @@ func TestE2EMetrics(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"switchyard_jobs_submitted_total", []string{"protocol=gearman"}, 6},
-		{"switchyard_jobs_completed_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_failed_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_exception_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_retried_total", []string{"protocol=gearman"}, 1},
-		{"switchyard_jobs_timed_out_total", []string{"protocol=gearman"}, 0},
-		{"switchyard_jobs_submitted_total", []string{"protocol=periodic"}, 0},
+		{"switchyard_jobs_submitted_total", []string{"protocol=gearman", "origin=submitted"}, 6},
+		{"switchyard_jobs_completed_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_failed_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_exception_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_retried_total", []string{"protocol=gearman", "origin=submitted"}, 1},
+		{"switchyard_jobs_timed_out_total", []string{"protocol=gearman", "origin=submitted"}, 0},
+		{"switchyard_jobs_submitted_total", []string{"protocol=periodic", "origin=submitted"}, 0},
 		{"gearman_jobs", []string{"function=resize"}, 2},
 		{"gearman_jobs_running", []string{"function=resize"}, 1},
 		{"gearman_jobs_waiting", []string{"function=resize"}, 1},
@@ -165,7 +168,7 @@ func TestE2EMetricsStore(t *testing.T) {
 	if v, _ := got.Value("switchyard_store_sync_seconds"); v < 1 {
 		t.Errorf("switchyard_store_sync_seconds counts %v syncs", v)
 	}
-	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 10 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman", "origin=submitted"); v != 10 {
 		t.Errorf("%v submitted", v)
 	}
 }
@@ -289,10 +292,59 @@ func TestE2EMetricsHTTP(t *testing.T) {
 		n, _ := got.Value("switchyard_connections", "protocol=http")
 		return n == 1, fmt.Sprint(n)
 	})
-	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=http"); v != 2 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=http", "origin=submitted"); v != 2 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=http} = %v, want 2", v)
 	}
-	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman"); v != 0 {
+	if v, _ := got.Value("switchyard_jobs_submitted_total", "protocol=gearman", "origin=submitted"); v != 0 {
 		t.Errorf("switchyard_jobs_submitted_total{protocol=gearman} = %v, want 0", v)
+	}
+}
+
+// The README's Metrics section names every family a server with a job
+// store serves (but the Go client's process_* and go_*), each with its
+// labels.
+func TestE2EMetricsDocumented(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand has no metrics")
+	}
+	srv, maddr := startMetrics(t)
+	c := dialGear(t, srv.addr, "client")
+	c.submit(pSubmitJobBg, "documented", "", "x") // a function, for the per-function families
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Metrics\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]string{} // name: its labels, sorted, comma-separated
+	for _, m := range regexp.MustCompile("`([a-z_]+)(?:\\{([a-z_,]+)\\})?` \\| (?:gauge|counter|histogram)").FindAllStringSubmatch(section, -1) {
+		labels := strings.Split(m[2], ",")
+		slices.Sort(labels)
+		documented[m[1]] = strings.Trim(strings.Join(labels, ","), ",")
+	}
+	if len(documented) < 30 {
+		t.Fatalf("the README's Metrics tables list only %d families: %v", len(documented), documented)
+	}
+	fams := scrape(t, maddr)
+	for name, fam := range fams {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			continue
+		}
+		var labels []string
+		for _, m := range fam.Metric {
+			for _, l := range m.Label {
+				if !slices.Contains(labels, l.GetName()) {
+					labels = append(labels, l.GetName())
+				}
+			}
+		}
+		slices.Sort(labels)
+		want, ok := documented[name]
+		if !ok {
+			t.Errorf("README's Metrics section does not list %s", name)
+		} else if got := strings.Join(labels, ","); got != want {
+			t.Errorf("%s: served with labels {%s}, the README says {%s}", name, got, want)
+		}
 	}
 }

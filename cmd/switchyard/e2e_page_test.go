@@ -57,7 +57,7 @@ func chromium(t *testing.T, bin, url, shot string) string {
 type pageRow map[string]int
 
 var (
-	rowRE  = regexp.MustCompile(`(?s)<tr data-function="([^"]*)">(.*?)</tr>`)
+	rowRE  = regexp.MustCompile(`(?s)<tr data-function="([^"]*)"[^>]*>(.*?)</tr>`)
 	cellRE = regexp.MustCompile(`data-col="([a-z_]+)" data-value="(\d+)"`)
 )
 

@@ -160,6 +160,9 @@ type options struct {
 	HTTPPortGiven     bool          // --http-port was given: a port that cannot be bound is then an error, not the protocol off
 	HTTPTimeout       time.Duration // --http-timeout (ours): how long a foreground HTTP request waits for its result; 0 = as long as the job takes; default 10m
 	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
+	OpsTokenFile      string        // --ops-token-file (ours): the file holding the token the operator actions need; "" = actions off
+	FailuresKept      int           // --failures-kept (ours): each function's latest failures kept for the status page; default 20
+	FuncHistograms    bool          // --metrics-function-histograms (ours): per-function queue wait and run time histograms in /metrics
 	NodeID            string        // --node-id (ours): this node's name in a cluster; "" = a single server
 	ClusterListen     string        // --cluster-listen (ours): HOST:PORT of the Raft transport
 	ClusterPeers      string        // --cluster-peers (ours): NAME@HOST:PORT,... to bootstrap a new cluster
@@ -433,6 +436,15 @@ var optTable = []*optDef{
 	{long: "metrics-listen", value: true, dflt: defaultMetricsListen, group: gMetrics,
 		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'listening' log line names. They stay on 127.0.0.1 whatever -L says. If the default address cannot be used, they are off, with a notice; an address given here must work.",
 		set:  setMetricsListen},
+	{long: "ops-token-file", value: true, group: gMetrics,
+		help: "Turn on the operator actions (pause, resume, drop a function's waiting jobs, cancel a job) on the status page and POST /api/actions/, with the token this file holds (surrounding white space ignored): each action must carry it. Off without it.",
+		set:  setString(func(o *options) *string { return &o.OpsTokenFile })},
+	{long: "metrics-function-histograms", group: gMetrics,
+		help: "Serve each function's queue wait and run time histograms (switchyard_function_queue_wait_seconds, switchyard_function_run_seconds): 48 series per function that has had a job taken, so 480,000 for 10,000 functions; off, the status page still shows each function's recent percentiles.",
+		set:  setBool(func(o *options) *bool { return &o.FuncHistograms })},
+	{long: "failures-kept", value: true, dflt: "20", group: gMetrics,
+		help: "How many of each function's latest failures (a worker's fail or exception, retries used up, a queue timeout) are kept, with their error text, for the status page and /api/failures, 1000 at most; 0 keeps none.",
+		set:  setInt(func(o *options) *int { return &o.FailuresKept }, 0, 1000)},
 
 	{long: "node-id", value: true, group: gCluster,
 		help: "Run as a node of a cluster, under this name: the background jobs are kept in a Raft log replicated to the other nodes, and acknowledged once a majority has them on disk. The leader runs the scheduler; every other node relays its clients' connections to it. Needs --cluster-listen.",
@@ -1102,6 +1114,7 @@ func defaultOptions() *options {
 		MaxPacket:         defaultMaxPacket,
 		MaxMemory:         -1,
 		FunctionTTL:       time.Hour,
+		FailuresKept:      20,
 		MemodbQueue:       memodb.DefaultQueueTimeout,
 		MemodbHeartbeat:   memodb.DefaultHeartbeat,
 		HTTPPort:          defaultHTTPPort,

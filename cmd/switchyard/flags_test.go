@@ -73,7 +73,7 @@ func TestDefaults(t *testing.T) {
 		QueueType: "durable", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, MaxMemory: -1, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
-		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute,
+		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute, FailuresKept: 20,
 	}
 	checkOptions(t, o, exp)
 }
@@ -259,6 +259,9 @@ func TestParseArgs(t *testing.T) {
 		{"--metrics-listen", []string{"--metrics-listen", "0.0.0.0:9100"}, nil, want(func(o *options) { o.MetricsListen = "0.0.0.0:9100" })},
 		{"--metrics-listen ipv6", []string{"--metrics-listen=[::1]:0"}, nil, want(func(o *options) { o.MetricsListen = "[::1]:0" })},
 		{"--metrics-listen off", []string{"--metrics-listen", "off"}, nil, want(func(o *options) { o.MetricsListen = "off" })},
+		{"--ops-token-file", []string{"--ops-token-file", "/etc/switchyard/token"}, nil, want(func(o *options) { o.OpsTokenFile = "/etc/switchyard/token" })},
+		{"--failures-kept", []string{"--failures-kept=0"}, nil, want(func(o *options) { o.FailuresKept = 0 })},
+		{"--metrics-function-histograms", []string{"--metrics-function-histograms"}, nil, want(func(o *options) { o.FuncHistograms = true })},
 		{"--memodb timeouts", []string{"--memodb-queue-timeout", "2", "--memodb-heartbeat=500ms"}, nil,
 			want(func(o *options) { o.MemodbQueue, o.MemodbHeartbeat = 2*time.Second, 500*time.Millisecond })},
 		{"--admin-shutdown", []string{"--admin-shutdown"}, nil, want(func(o *options) { o.AdminShutdown = true })},
@@ -500,6 +503,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--memodb-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--memodb-listen' is invalid: bad port \"99999\""},
 		{[]string{"--memodb-listen", "ipc://rel"}, nil, "the argument ('ipc://rel') for option '--memodb-listen' is invalid: an ipc path must be absolute"},
 		{[]string{"--memodb-listen", "off", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' cannot be combined with 'off'"},
+		{[]string{"--failures-kept", "1001"}, nil, "the argument ('1001') for option '--failures-kept' is invalid"},
 		{[]string{"--metrics-listen", "9418"}, nil, "the argument ('9418') for option '--metrics-listen' is invalid: want HOST:PORT or off"},
 		{[]string{"--metrics-listen", "localhost:http"}, nil, "the argument ('localhost:http') for option '--metrics-listen' is invalid: want HOST:PORT or off"},
 		{[]string{"--metrics-listen", "localhost:70000"}, nil, "the argument ('localhost:70000') for option '--metrics-listen' is invalid: want HOST:PORT or off"},

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -152,6 +153,9 @@ func (s *server) start() error {
 		}
 	}
 	s.budget = memoryBudget(o.MaxMemory, s.log)
+	if _, err := readOpsToken(o.OpsTokenFile); err != nil {
+		return err // before anything opens
+	}
 	if o.NodeID != "" {
 		return s.startNode()
 	}
@@ -203,7 +207,8 @@ func (s *server) schedConfig() sched.Config {
 	o := s.o
 	return sched.Config{WorkerWakeup: o.WorkerWakeup, JobRetries: o.JobRetries, RoundRobin: o.RoundRobin,
 		FunctionTTL: o.FunctionTTL,
-		Latency:     o.MetricsListen != "off"} // the histograms are only read there
+		Latency:     o.MetricsListen != "off", // the histograms are only read there
+		Failures:    o.FailuresKept, FuncHistograms: o.FuncHistograms}
 }
 
 // ready is the end of the start, once the ports are open: the user of
@@ -297,8 +302,17 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 	if s.term != nil {
 		sc = s.term.sched
 	}
+	o := s.o
+	if o == nil {
+		o = &options{} // a test's server
+	}
+	token, err := readOpsToken(o.OpsTokenFile)
+	if err != nil {
+		return err
+	}
 	srv := ops.New(ops.Config{Sched: sc, Version: version, Revision: readBuild().Revision, Protocol: source.Name, Store: store, Log: s.log,
-		Collectors: []prometheus.Collector{s.budget.Collector()}})
+		Restored: isRestored, Token: token, Failures: o.FailuresKept, ActionLevel: noticeLevel,
+		FuncHistograms: o.FuncHistograms, Collectors: []prometheus.Collector{s.budget.Collector()}})
 	if err := srv.Start(addr); err != nil {
 		if explicit {
 			return fmt.Errorf("metrics: %w", err)
@@ -314,6 +328,26 @@ func (s *server) startOps(addr string, explicit bool, store func() ops.StoreStat
 		srv.Stop(ctx)
 	})
 	return nil
+}
+
+// isRestored tells the source of the jobs restored from the store.
+func isRestored(src sched.Source) bool { return src == source.Restored }
+
+// readOpsToken reads --ops-token-file's token (nil: no file, actions
+// off); an empty one is an error, not actions open to anyone.
+func readOpsToken(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--ops-token-file: %w", err)
+	}
+	tok := bytes.TrimSpace(b)
+	if len(tok) == 0 {
+		return nil, fmt.Errorf("--ops-token-file: %s holds no token", path)
+	}
+	return tok, nil
 }
 
 // openQueue opens -q's job store into cfg, and returns how the metrics read

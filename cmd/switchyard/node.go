@@ -326,10 +326,13 @@ func (s *server) stopRole(role *nodeRole) {
 // listener. A follower's scheduler is an empty one: it runs no job.
 func (s *server) nodeOps(t *term) *ops.Server {
 	n := s.node
+	token, _ := readOpsToken(s.o.OpsTokenFile) // checked at start
 	cfg := ops.Config{Version: version, Revision: readBuild().Revision, Protocol: source.Name, Log: s.log,
-		Collectors: []prometheus.Collector{n.Collector(), s.budget.Collector()},
-		Health:     func() error { return nodeHealth(n) },
-		Cluster:    nodeAPI{n},
+		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
+		FuncHistograms: s.o.FuncHistograms,
+		Collectors:     []prometheus.Collector{n.Collector(), s.budget.Collector()},
+		Health:         func() error { return nodeHealth(n) },
+		Cluster:        nodeAPI{n},
 		Store: func() ops.StoreStats {
 			return ops.StoreStats{Bytes: uint64(n.FSM().Bytes())}
 		}}

@@ -50,6 +50,9 @@ type protocol struct {
 	// workers lists the protocol's workers, newest first, for Gearman's
 	// "workers" listing; nil: it has none to list there.
 	workers func(f frontend) []workerline.Worker
+	// conns lists every connection, for the operator endpoints; nil:
+	// those of workers.
+	conns func(f frontend) []workerline.Worker
 }
 
 // env is what every frontend is built from.
@@ -168,6 +171,7 @@ var protocols = []protocol{
 		// Gearman's port is the server: -p is always explicit, as in
 		// gearmand, and a port that cannot be bound stops the start.
 		name: "gearman", flag: "--port",
+		conns: func(f frontend) []workerline.Worker { return f.(*gearman.Server).ListConns() },
 		listen: func(o *options) ([]string, bool) {
 			plain, secure := gearmanAddrs(o)
 			return append(secure, plain...), true

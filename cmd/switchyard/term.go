@@ -102,7 +102,25 @@ func (t *term) startFrontend(p *protocol) error {
 		}
 	})
 	if t.ops != nil {
-		t.ops.AddConns(ops.Conns{Protocol: p.name, Open: f.Conns})
+		t.ops.AddConns(ops.Conns{Protocol: p.name, Open: f.Conns, List: connsOf(p, f)})
+	}
+	return nil
+}
+
+// connsOf is how the operator endpoints list p's connections: all of
+// them, or its workers, named by the protocol.
+func connsOf(p *protocol, f frontend) func() []workerline.Worker {
+	switch {
+	case p.conns != nil:
+		return func() []workerline.Worker { return p.conns(f) }
+	case p.workers != nil:
+		return func() []workerline.Worker {
+			ws := p.workers(f)
+			for i := range ws {
+				ws[i].Protocol = p.name
+			}
+			return ws
+		}
 	}
 	return nil
 }

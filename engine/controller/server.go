@@ -386,7 +386,7 @@ func (s *Server) ListWorkers() []workerline.Worker {
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.id, a.id) })
 	out := make([]workerline.Worker, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, workerline.Worker{FD: -1, Peer: "unix:" + w.sock, ID: workerline.Numbered(w.id), Funcs: s.cfg.Funcs})
+		out = append(out, workerline.Worker{FD: -1, Peer: "unix:" + w.sock, ID: workerline.Numbered(w.id), Funcs: s.cfg.Funcs, Sched: w.sw})
 	}
 	return out
 }

@@ -249,7 +249,7 @@ func (h *handler) steal(env [][]byte) {
 			// no name to run it by, complete it or look it up.
 			h.log.Warn("dwork: a job of the dwork function has no unique, so no task name; failed",
 				zap.String("func", h.fn), zap.Uint64("id", j.ID()))
-			l.w.Update(j.ID(), &sched.Update{Kind: sched.Fail})
+			l.w.Update(j.ID(), &sched.Update{Kind: sched.Fail, Reason: "dwork: a job of the dwork function has no unique, so no task name"})
 			continue
 		}
 		st := h.stolenTask(len(h.rep.Task))

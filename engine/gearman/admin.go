@@ -262,6 +262,23 @@ func (s *Server) appendWorkersOf(dst []byte, conns []*conn) []byte {
 	return dst
 }
 
+// ListConns lists every connection, workers and clients, newest first,
+// as "workers" does, for the operator endpoints: with its scheduler
+// worker (nil for a client) and what it makes the server hold.
+func (s *Server) ListConns() []workerline.Worker {
+	conns := s.snapshot()
+	out := make([]workerline.Worker, 0, len(conns))
+	for i := len(conns) - 1; i >= 0; i-- {
+		c := conns[i]
+		w := workerline.Worker{FD: c.Fd(), Peer: c.ip, ID: string(c.id()), Protocol: "gearman", Bytes: c.Hold().Held()}
+		if wr := c.workerRef(); wr != nil {
+			w.Sched, w.Funcs = wr, wr.Abilities(nil)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
 // appendWorkerLine is one line of "workers", gearmand's: the descriptor
 // (-1 for a worker with no connection of its own), the peer, the client id
 // ("-" if none), then the functions.

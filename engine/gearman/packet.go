@@ -289,6 +289,9 @@ func (cn *conn) update(p *codec.Packet, kind sched.UpdateKind) {
 	case sched.Status:
 		u.Data, u.Den = p.Arg(1), p.Arg(2)
 	case sched.Fail:
+		u.Reason = "WORK_FAIL" // kept as the failure's text (sched.Failures)
+	case sched.Exception:
+		u.Reason, u.Data = "WORK_EXCEPTION", p.Arg(1)
 	default:
 		u.Data = p.Arg(1)
 	}

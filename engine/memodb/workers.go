@@ -20,7 +20,7 @@ func (s *Server) ListWorkers() []workerline.Worker {
 	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(b.key, a.key) })
 	out := make([]workerline.Worker, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, workerline.Worker{FD: -1, Peer: "memodb", ID: workerline.Numbered(uint64(w.key)), Funcs: w.sw.Abilities(nil)})
+		out = append(out, workerline.Worker{FD: -1, Peer: "memodb", ID: workerline.Numbered(uint64(w.key)), Funcs: w.sw.Abilities(nil), Sched: w.sw})
 	}
 	return out
 }

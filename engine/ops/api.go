@@ -78,6 +78,10 @@ type overview struct {
 	Store     *storeJSON    `json:"store"` // null: no job store
 	// Refused counts the submits refused, by reason (see sched.Refusal).
 	Refused map[string]uint64 `json:"refused"`
+	// Actions: the actions are on (--ops-token-file); each needs the token.
+	Actions bool `json:"actions"`
+	// Failures is how many failures each function keeps (0: none).
+	Failures int `json:"failures"`
 }
 
 // storeJSON is the job store's state on the status page.
@@ -162,6 +166,7 @@ func (s *Server) serveOverview(w http.ResponseWriter, _ *http.Request) {
 	}
 	var st sched.Stats
 	s.cfg.Sched.Stats(&st)
+	o.Actions, o.Failures = len(s.cfg.Token) > 0, s.cfg.Failures
 	o.Refused = make(map[string]uint64, len(st.Refused))
 	for r, n := range st.Refused {
 		o.Refused[sched.Refusal(r).String()] = n
@@ -200,6 +205,16 @@ type funcJSON struct {
 	Completed uint64 `json:"completed"`
 	Failed    uint64 `json:"failed"`
 	Rate      num    `json:"rate"` // completed per second lately
+	Paused    bool   `json:"paused"`
+	// Oldest is how long its oldest queued job has waited, seconds.
+	Oldest num `json:"oldest"`
+	// Stuck: jobs wait in its queue and no worker can take them (none
+	// registered, or the function is paused).
+	Stuck bool `json:"stuck"`
+	// Wait and Run are its queue waits' and run times' percentiles over
+	// the last one to two minutes (null: none).
+	Wait quantiles `json:"wait"`
+	Run  quantiles `json:"run"`
 }
 
 type funcPage struct {
@@ -283,13 +298,22 @@ func (s *Server) serveFunctions(w http.ResponseWriter, r *http.Request) {
 				rate(r)
 			}
 			queued := r.queued[0] + r.queued[1] + r.queued[2]
-			page.Functions = append(page.Functions, funcJSON{Name: labelValue(r.name), Queued: r.queued,
-				Later: r.total - queued - r.run, Running: r.run, Workers: r.work, Total: r.total,
-				Submitted: r.events[sched.EventSubmitted], Completed: r.events[sched.EventCompleted],
-				Failed: failedOf(&r.events), Rate: num(r.rate)})
+			page.Functions = append(page.Functions, s.funcJSONOf(r, queued))
 		}
 	}
 	writeJSON(w, &page)
+}
+
+// funcJSONOf is r's row, with its recent latency read from the scheduler.
+func (s *Server) funcJSONOf(r *funcRow, queued int) funcJSON {
+	f := funcJSON{Name: labelValue(r.name), Queued: r.queued,
+		Later: r.total - queued - r.run, Running: r.run, Workers: r.work, Total: r.total,
+		Submitted: r.events[sched.EventSubmitted], Completed: r.events[sched.EventCompleted],
+		Failed: failedOf(&r.events), Rate: num(r.rate), Paused: r.paused, Oldest: num(r.oldest.Seconds()),
+		Stuck: queued > 0 && (r.work == 0 || r.paused)}
+	l, _ := s.cfg.Sched.FuncLatencyOf([]byte(r.name))
+	f.Wait, f.Run = quantilesOf(&l.RecentWait), quantilesOf(&l.RecentRun)
+	return f
 }
 
 // sortKeys are /api/functions's sort orders but by name.
@@ -303,6 +327,15 @@ var sortKeys = map[string]func(r *funcRow) float64{
 	"total":     func(r *funcRow) float64 { return float64(r.total) },
 	"completed": func(r *funcRow) float64 { return float64(r.events[sched.EventCompleted]) },
 	"failed":    func(r *funcRow) float64 { return float64(failedOf(&r.events)) },
+	"oldest":    func(r *funcRow) float64 { return r.oldest.Seconds() },
+	// Stuck first (desc=1), then by how many wait.
+	"stuck": func(r *funcRow) float64 {
+		q := float64(r.queued[0] + r.queued[1] + r.queued[2])
+		if q > 0 && (r.work == 0 || r.paused) {
+			return 1e15 + q
+		}
+		return q
+	},
 	"rate": func(r *funcRow) float64 {
 		if math.IsNaN(r.rate) {
 			return -1

@@ -25,6 +25,13 @@ func getJSON(t *testing.T, srv *Server, url string, v any) {
 	}
 }
 
+func getStatus(t *testing.T, srv *Server, url string) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
+	return rec.Code
+}
+
 // /api/functions searches, sorts and pages on the server.
 func TestAPIFunctions(t *testing.T) {
 	sc := sched.New(sched.Config{Tick: -1})
@@ -93,7 +100,7 @@ func TestAPIOverview(t *testing.T) {
 	srv := New(Config{Sched: sc, Version: "1.2.3", Protocol: func(s sched.Source) string {
 		return map[sched.Source]string{1: "gear"}[s]
 	}, Store: func() StoreStats { return StoreStats{Failure: "no space left on device", WriteErrors: 1} }})
-	srv.AddConns(Conns{"gear", func() int { return 4 }})
+	srv.AddConns(Conns{Protocol: "gear", Open: func() int { return 4 }})
 	c := sc.NewClient(nopListener{})
 	c.SetSource(1)
 	w := sc.NewWorker(nopWaker{})

@@ -3,6 +3,8 @@ package ops
 import (
 	"bufio"
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"switchyard/sched"
@@ -18,6 +20,8 @@ type funcRow struct {
 	work   int
 	events sched.Counts
 	rate   float64 // completions per second lately, for /api/functions
+	paused bool
+	oldest time.Duration // the oldest queued job's wait (FuncStat.OldestWait)
 }
 
 // readFuncs copies the figures of every function that keep accepts (nil:
@@ -37,7 +41,7 @@ func readFuncs(sc *sched.Sched, keep func(*sched.FuncStat) bool) []funcRow {
 				continue
 			}
 			rows = append(rows, funcRow{name: f.Name, queued: f.Queued, total: f.Total(), run: f.Running,
-				work: f.Workers, events: f.Events})
+				work: f.Workers, events: f.Events, paused: f.Paused, oldest: f.OldestWait})
 		}
 	})
 	return rows
@@ -49,6 +53,7 @@ type funcFamily struct {
 	counter    bool
 	byPriority bool // one series per priority, from queued
 	value      func(r *funcRow) uint64
+	fvalue     func(r *funcRow) float64 // instead of value
 }
 
 // funcFamilies are written by hand rather than through client_golang:
@@ -80,15 +85,26 @@ var funcFamilies = []funcFamily{
 		value: func(r *funcRow) uint64 {
 			return r.events[sched.EventFailed] + r.events[sched.EventException]
 		}},
+	{name: "switchyard_function_oldest_job_age_seconds",
+		help:   "How long the job that has waited longest in the function's queue has waited, in seconds (since its submit, due time or requeue); 0 when none waits.",
+		fvalue: func(r *funcRow) float64 { return r.oldest.Seconds() }},
+	{name: "switchyard_function_paused", help: "1 while the function is paused (its jobs queue, no worker is handed one), else 0.",
+		value: func(r *funcRow) uint64 {
+			if r.paused {
+				return 1
+			}
+			return 0
+		}},
 }
 
 var priorityNames = [3]string{"high", "normal", "low"}
 
 // writeFuncFamilies writes the per-function families in Prometheus's text
-// format.
-func writeFuncFamilies(w *bufio.Writer, rows []funcRow) {
-	var num [20]byte
-	line := func(fam, label, prio string, v uint64) {
+// format, or OpenMetrics's (om: a counter's family is named without its
+// _total).
+func writeFuncFamilies(w *bufio.Writer, rows []funcRow, om bool) {
+	var num [32]byte
+	line := func(fam, label, prio string, v uint64, fv func(*funcRow) float64, r *funcRow) {
 		w.WriteString(fam)
 		w.WriteString(`{function="`)
 		w.WriteString(label)
@@ -97,7 +113,11 @@ func writeFuncFamilies(w *bufio.Writer, rows []funcRow) {
 			w.WriteString(prio)
 		}
 		w.WriteString(`"} `)
-		w.Write(strconv.AppendUint(num[:0], v, 10))
+		if fv != nil {
+			w.Write(strconv.AppendFloat(num[:0], fv(r), 'g', -1, 64))
+		} else {
+			w.Write(strconv.AppendUint(num[:0], v, 10))
+		}
 		w.WriteByte('\n')
 	}
 	for i := range rows {
@@ -113,16 +133,23 @@ func writeFuncFamilies(w *bufio.Writer, rows []funcRow) {
 		if f.counter {
 			typ = "counter"
 		}
-		w.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + typ + "\n")
+		family := f.name
+		if om && f.counter {
+			family = strings.TrimSuffix(family, "_total")
+		}
+		w.WriteString("# HELP " + family + " " + f.help + "\n# TYPE " + family + " " + typ + "\n")
 		for i := range rows {
 			r := &rows[i]
-			if f.byPriority {
+			switch {
+			case f.byPriority:
 				for p, q := range r.queued {
-					line(f.name, r.label, priorityNames[p], uint64(q))
+					line(f.name, r.label, priorityNames[p], uint64(q), nil, r)
 				}
-				continue
+			case f.fvalue != nil:
+				line(f.name, r.label, "", 0, f.fvalue, r)
+			default:
+				line(f.name, r.label, "", f.value(r), nil, r)
 			}
-			line(f.name, r.label, "", f.value(r))
 		}
 	}
 }
@@ -172,4 +199,62 @@ func labelValue(name string) string {
 		i += size
 	}
 	return string(b)
+}
+
+// funcHistograms are the per-function latency families
+// (--metrics-function-histograms): each a histogram of 24 series (22
+// buckets, the sum and the count) per function that has had a job taken.
+var funcHistograms = [2]struct{ name, help string }{
+	{"switchyard_function_queue_wait_seconds", "How long the function's jobs waited in its queue before a worker took them, each attempt, since the function was made."},
+	{"switchyard_function_run_seconds", "How long each attempt at the function's jobs lasted, since the function was made."},
+}
+
+// boundLabels are the histograms' le values, as the text format writes them.
+var boundLabels = func() []string {
+	out := make([]string, len(boundSeconds)+1)
+	for i, b := range boundSeconds {
+		out[i] = strconv.FormatFloat(b, 'g', -1, 64)
+	}
+	out[len(boundSeconds)] = "+Inf"
+	return out
+}()
+
+// writeFuncHistograms writes the per-function latency histograms, by
+// hand as the other per-function families are (see funcFamilies), from
+// sched's totals copied a chunk at a time.
+func writeFuncHistograms(w *bufio.Writer, sc *sched.Sched) {
+	var lats []sched.FuncLatency
+	sc.FuncLatencies(func(c []sched.FuncLatency) {
+		for i := range c {
+			if c[i].Wait.Count()+c[i].Run.Count() > 0 {
+				lats = append(lats, c[i])
+			}
+		}
+	})
+	if len(lats) == 0 {
+		return
+	}
+	var num [32]byte
+	for k, fam := range funcHistograms {
+		w.WriteString("# HELP " + fam.name + " " + fam.help + "\n# TYPE " + fam.name + " histogram\n")
+		for i := range lats {
+			h := &lats[i].Wait
+			if k == 1 {
+				h = &lats[i].Run
+			}
+			label := escapeLabel(labelValue(lats[i].Name))
+			var n uint64
+			for b, le := range boundLabels {
+				n += h.Buckets[b]
+				w.WriteString(fam.name + `_bucket{function="` + label + `",le="` + le + `"} `)
+				w.Write(strconv.AppendUint(num[:0], n, 10))
+				w.WriteByte('\n')
+			}
+			w.WriteString(fam.name + `_sum{function="` + label + `"} `)
+			w.Write(strconv.AppendFloat(num[:0], h.Sum, 'g', -1, 64))
+			w.WriteString("\n" + fam.name + `_count{function="` + label + `"} `)
+			w.Write(strconv.AppendUint(num[:0], n, 10))
+			w.WriteByte('\n')
+		}
+	}
 }

@@ -33,12 +33,12 @@ var (
 
 // eventDescs are the per-protocol counters, one per sched.Event.
 var eventDescs = [sched.NumEvents]*prometheus.Desc{
-	sched.EventSubmitted: prometheus.NewDesc("switchyard_jobs_submitted_total", "Submits accepted (a new job, or one joining or replacing a live job), by the protocol they came by.", []string{"protocol"}, nil),
-	sched.EventCompleted: prometheus.NewDesc("switchyard_jobs_completed_total", "Jobs a worker reported complete, by the protocol they were submitted by.", []string{"protocol"}, nil),
-	sched.EventFailed:    prometheus.NewDesc("switchyard_jobs_failed_total", "Jobs a worker reported failed, or that used up their retries (-j) or waited past their queue timeout, by the protocol they were submitted by.", []string{"protocol"}, nil),
-	sched.EventException: prometheus.NewDesc("switchyard_jobs_exception_total", "Jobs a worker reported an exception for, by the protocol they were submitted by.", []string{"protocol"}, nil),
-	sched.EventRetried:   prometheus.NewDesc("switchyard_jobs_retried_total", "Attempts that ended with the job back in its queue to be tried again (worker gone, run timeout, a failure of a job that retries for ever), by the protocol the job was submitted by.", []string{"protocol"}, nil),
-	sched.EventTimedOut:  prometheus.NewDesc("switchyard_jobs_timed_out_total", "Attempts that overran their run timeout, by the protocol the job was submitted by.", []string{"protocol"}, nil),
+	sched.EventSubmitted: prometheus.NewDesc("switchyard_jobs_submitted_total", "Submits accepted (a new job, or one joining or replacing a live job), by the protocol they came by; a job restored from the store at start counts under origin \"restored\" and no protocol.", []string{"protocol", "origin"}, nil),
+	sched.EventCompleted: prometheus.NewDesc("switchyard_jobs_completed_total", "Jobs a worker reported complete, by the protocol they were submitted by.", []string{"protocol", "origin"}, nil),
+	sched.EventFailed:    prometheus.NewDesc("switchyard_jobs_failed_total", "Jobs a worker reported failed, or that used up their retries (-j) or waited past their queue timeout, by the protocol they were submitted by.", []string{"protocol", "origin"}, nil),
+	sched.EventException: prometheus.NewDesc("switchyard_jobs_exception_total", "Jobs a worker reported an exception for, by the protocol they were submitted by.", []string{"protocol", "origin"}, nil),
+	sched.EventRetried:   prometheus.NewDesc("switchyard_jobs_retried_total", "Attempts that ended with the job back in its queue to be tried again (worker gone, run timeout, a failure of a job that retries for ever), by the protocol the job was submitted by.", []string{"protocol", "origin"}, nil),
+	sched.EventTimedOut:  prometheus.NewDesc("switchyard_jobs_timed_out_total", "Attempts that overran their run timeout, by the protocol the job was submitted by.", []string{"protocol", "origin"}, nil),
 }
 
 // collector reads the scheduler, the frontends and the store when
@@ -69,15 +69,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	var st sched.Stats
 	s.cfg.Sched.Stats(&st)
 	for src := range st.Events {
-		proto := s.protocol(sched.Source(src))
-		if proto == "" {
+		proto, origin := s.protocol(sched.Source(src)), "submitted"
+		switch {
+		case s.cfg.Restored != nil && s.cfg.Restored(sched.Source(src)):
+			proto, origin = "", "restored"
+		case proto == "":
 			if st.Events[src] == (sched.Counts{}) {
 				continue
 			}
 			proto = strconv.Itoa(src) // counted, yet named by no frontend
 		}
 		for e, d := range eventDescs {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(st.Events[src][e]), proto)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(st.Events[src][e]), proto, origin)
 		}
 	}
 	ch <- histogram(descQueueWait, &st.QueueWait)

@@ -44,18 +44,21 @@ func TestMetrics(t *testing.T) {
 	names := map[sched.Source]string{1: "one", 2: "two"}
 	srv := startOps(t, Config{Sched: sc, Version: "9.9.9", Revision: "abc123+dirty",
 		Protocol: func(src sched.Source) string { return names[src] },
+		Restored: func(src sched.Source) bool { return src == 4 },
 		Store: func() StoreStats {
 			var h sched.Histogram
 			h.Observe(3 * time.Millisecond)
 			n, sum, b := Cumulative(&h)
 			return StoreStats{Bytes: 12345, Syncs: n, SyncSeconds: sum, SyncBuckets: b, Failure: "disk full", WriteErrors: 2}
 		}})
-	srv.AddConns(Conns{"one", func() int { return 7 }})
+	srv.AddConns(Conns{Protocol: "one", Open: func() int { return 7 }})
 
 	one, two, three := sc.NewClient(nopListener{}), sc.NewClient(nopListener{}), sc.NewClient(nopListener{})
 	one.SetSource(1)
 	two.SetSource(2)
 	three.SetSource(3) // named by nobody
+	restored := sc.NewClient(nopListener{})
+	restored.SetSource(4)
 	submit := func(c *sched.Client, fn string, p sched.Priority) {
 		if _, err := c.Submit(&sched.SubmitReq{Func: []byte(fn), Priority: p, Background: true}); err != nil {
 			t.Fatal(err)
@@ -67,6 +70,10 @@ func TestMetrics(t *testing.T) {
 	submit(one, "resize", sched.Low)
 	submit(two, "resize", sched.Normal)
 	submit(three, "mail\xff", sched.Normal)
+	submit(restored, "held", sched.Normal)
+	if err := sc.Pause([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
 	w := sc.NewWorker(nopWaker{})
 	w.CanDo([]byte("resize"), 0)
 	w.CanDo([]byte("idle"), 0)
@@ -105,16 +112,19 @@ func TestMetrics(t *testing.T) {
 		{"switchyard_function_workers", []string{"function=idle"}, 1},
 		{"switchyard_function_completed_total", []string{"function=resize"}, 1},
 		{"switchyard_function_failed_total", []string{"function=resize"}, 2},
-		{"switchyard_functions", nil, 4},
-		{"switchyard_jobs_submitted_total", []string{"protocol=one"}, 5},
-		{"switchyard_jobs_submitted_total", []string{"protocol=two"}, 1},
-		{"switchyard_jobs_submitted_total", []string{"protocol=3"}, 1},
-		{"switchyard_jobs_completed_total", []string{"protocol=one"}, 1},
-		{"switchyard_jobs_failed_total", []string{"protocol=one"}, 1},
-		{"switchyard_jobs_exception_total", []string{"protocol=one"}, 1},
-		{"switchyard_jobs_completed_total", []string{"protocol=two"}, 0},
-		{"switchyard_jobs_retried_total", []string{"protocol=one"}, 0},
-		{"switchyard_jobs_timed_out_total", []string{"protocol=one"}, 0},
+		{"switchyard_functions", nil, 5},
+		{"switchyard_jobs_submitted_total", []string{"protocol=", "origin=restored"}, 1},
+		{"switchyard_function_paused", []string{"function=held"}, 1},
+		{"switchyard_function_paused", []string{"function=resize"}, 0},
+		{"switchyard_jobs_submitted_total", []string{"protocol=one", "origin=submitted"}, 5},
+		{"switchyard_jobs_submitted_total", []string{"protocol=two", "origin=submitted"}, 1},
+		{"switchyard_jobs_submitted_total", []string{"protocol=3", "origin=submitted"}, 1},
+		{"switchyard_jobs_completed_total", []string{"protocol=one", "origin=submitted"}, 1},
+		{"switchyard_jobs_failed_total", []string{"protocol=one", "origin=submitted"}, 1},
+		{"switchyard_jobs_exception_total", []string{"protocol=one", "origin=submitted"}, 1},
+		{"switchyard_jobs_completed_total", []string{"protocol=two", "origin=submitted"}, 0},
+		{"switchyard_jobs_retried_total", []string{"protocol=one", "origin=submitted"}, 0},
+		{"switchyard_jobs_timed_out_total", []string{"protocol=one", "origin=submitted"}, 0},
 		{"switchyard_job_queue_wait_seconds", nil, 4},
 		{"switchyard_job_run_seconds", nil, 3},
 		{"switchyard_connections", []string{"protocol=one"}, 7},
@@ -131,7 +141,14 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s%v = %v (there: %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	if _, ok := fams.Value("switchyard_jobs_submitted_total", "protocol=0"); ok {
+	// The low job waits, since its submit above.
+	if age, ok := fams.Value("switchyard_function_oldest_job_age_seconds", "function=resize"); !ok || age <= 0 || age > 60 {
+		t.Errorf("oldest job age of resize: %v %v", age, ok)
+	}
+	if age, _ := fams.Value("switchyard_function_oldest_job_age_seconds", "function=idle"); age != 0 {
+		t.Errorf("oldest job age of a function with none waiting: %v", age)
+	}
+	if _, ok := fams.Value("switchyard_jobs_submitted_total", "protocol=0", "origin=submitted"); ok {
 		t.Error("a source with no name and nothing counted is listed")
 	}
 	for _, name := range []string{"process_cpu_seconds_total", "go_goroutines"} {
@@ -200,5 +217,49 @@ func TestMetricsManyFunctions(t *testing.T) {
 	}
 	if !strings.HasPrefix(fams["gearman_jobs"].Metric[0].Label[0].GetValue(), "f") {
 		t.Error("bad label")
+	}
+}
+
+// With FuncHistograms each function that has had a job taken has its
+// queue wait and run time histograms; without, none.
+func TestMetricsFuncHistograms(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		sc := sched.New(sched.Config{Tick: -1, Latency: true, FuncHistograms: on})
+		defer sc.Close()
+		srv := startOps(t, Config{Sched: sc, FuncHistograms: on})
+		c := sc.NewClient(nopListener{})
+		w := sc.NewWorker(nopWaker{})
+		w.CanDo([]byte("resize\xff"), 0)
+		for range 3 {
+			c.Submit(&sched.SubmitReq{Func: []byte("resize\xff"), Background: true})
+			j := w.Grab()
+			w.Update(j.ID(), &sched.Update{Kind: sched.Complete})
+		}
+		c.Submit(&sched.SubmitReq{Func: []byte("never-taken"), Background: true})
+		fams := opstest.Scrape(t, "http://"+srv.Addr().String()+"/metrics")
+		for _, name := range []string{"switchyard_function_queue_wait_seconds", "switchyard_function_run_seconds"} {
+			f := fams[name]
+			if !on {
+				if f != nil {
+					t.Errorf("%s served without FuncHistograms", name)
+				}
+				continue
+			}
+			if f == nil || len(f.Metric) != 1 {
+				t.Fatalf("%s: %v", name, f)
+			}
+			m := f.Metric[0]
+			h := m.Histogram
+			if m.Label[0].GetValue() != `resize\xff` || h.GetSampleCount() != 3 || len(h.Bucket) != len(sched.LatencyBounds)+1 {
+				t.Errorf("%s: %v", name, m)
+			}
+			prev := uint64(0)
+			for _, b := range h.Bucket {
+				if b.GetCumulativeCount() < prev {
+					t.Errorf("%s: buckets not cumulative: %v", name, h.Bucket)
+				}
+				prev = b.GetCumulativeCount()
+			}
+		}
 	}
 }

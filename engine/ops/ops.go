@@ -28,7 +28,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -41,6 +43,10 @@ type Config struct {
 	// Protocol names a sched.Source for the per-protocol counters; ""
 	// for a number no frontend uses.
 	Protocol func(sched.Source) string
+	// Restored tells the source of the jobs restored from the store at
+	// start: their counters are labelled origin="restored" and no
+	// protocol, the others origin="submitted". nil: none is.
+	Restored func(sched.Source) bool
 	// Store reads the job store's figures; nil when there is none.
 	Store func() StoreStats
 	Log   *zap.Logger
@@ -50,6 +56,19 @@ type Config struct {
 	// error is a 503 with the error as the reason (a cluster node without
 	// a leader).
 	Health func() error
+	// Token, when set, turns the actions on (POST /api/actions/...):
+	// each must carry it (see TokenHeader).
+	Token []byte
+	// FuncHistograms serves each function's queue wait and run time
+	// histograms (sched.Config.FuncHistograms must be on for them to
+	// hold anything).
+	FuncHistograms bool
+	// ActionLevel is the level each action is logged at (Info unless
+	// said): an operator's change to the running server.
+	ActionLevel zapcore.Level
+	// Failures is how many failures the scheduler keeps per function
+	// (sched.Config.Failures), for the page.
+	Failures int
 	// Cluster, when set, serves the cluster's state and membership on
 	// /api/cluster.
 	Cluster Cluster
@@ -74,6 +93,9 @@ type StoreStats struct {
 type Conns struct {
 	Protocol string
 	Open     func() int
+	// List lists its connections (or only its workers) for
+	// /api/connections; nil: none listed.
+	List func() []workerline.Worker
 }
 
 // Server serves the endpoints.
@@ -111,6 +133,10 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.HandleFunc("GET /api/overview", s.serveOverview)
 	mux.HandleFunc("GET /api/functions", s.serveFunctions)
+	mux.HandleFunc("GET /api/function", s.serveFunction)
+	mux.HandleFunc("GET /api/failures", s.serveFailures)
+	mux.HandleFunc("GET /api/connections", s.serveConns)
+	mux.HandleFunc("POST /api/actions/{action}", s.serveAction)
 	if cfg.Cluster != nil {
 		mux.HandleFunc("GET /api/cluster", s.serveCluster)
 		mux.HandleFunc("POST /api/cluster/members", s.addMember)
@@ -248,15 +274,21 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 // serveMetrics writes the registry's families, then the per-function
-// ones (see funcFamilies), in Prometheus's text format, which every
-// scraper takes whatever it asks for; gzipped if the scraper takes that.
+// ones (see funcFamilies), in OpenMetrics's text format to a scraper that
+// asks for it, else in Prometheus's text format, which every scraper
+// takes whatever it asks for (the protocol buffer format is never
+// served); gzipped if the scraper takes that.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	mfs, err := s.reg.Gather()
 	if err != nil { // Gather gives what it could: serve that
 		s.cfg.Log.Warn("metrics", zap.Error(err))
 	}
 	rows := readFuncs(s.cfg.Sched, nil)
-	format := expfmt.NewFormat(expfmt.TypeTextPlain)
+	format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+	om := format.FormatType() == expfmt.TypeOpenMetrics
+	if !om {
+		format = expfmt.NewFormat(expfmt.TypeTextPlain)
+	}
 	w.Header().Set("Content-Type", string(format))
 	var out io.Writer = w
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
@@ -272,6 +304,12 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			return // the scraper went away
 		}
 	}
-	writeFuncFamilies(bw, rows)
+	writeFuncFamilies(bw, rows, om)
+	if s.cfg.FuncHistograms {
+		writeFuncHistograms(bw, s.cfg.Sched)
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		c.Close() // OpenMetrics's "# EOF", after every family
+	}
 	bw.Flush()
 }

@@ -113,7 +113,7 @@ func (cn *conn) workerCommand(m *codec.Message) gnet.Action {
 	case codec.WorkFail:
 		handle, _, _ := codec.NextArg(m.Data)
 		if id, ok := parseHandle(handle); ok {
-			w.Update(id, &sched.Update{Kind: sched.Fail, Origin: cn.Loop()})
+			w.Update(id, &sched.Update{Kind: sched.Fail, Reason: "FAIL", Origin: cn.Loop()})
 		}
 	case codec.SchedLater:
 		// handle, delay [, step]: split as the real server splits it, so a

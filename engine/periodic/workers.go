@@ -19,7 +19,7 @@ func (s *Server) ListWorkers() []workerline.Worker {
 		if w == nil {
 			continue // a client, or a connection before its handshake
 		}
-		out = append(out, workerline.Worker{FD: cn.Fd(), Peer: cn.peer, Funcs: w.Abilities(nil)})
+		out = append(out, workerline.Worker{FD: cn.Fd(), Peer: cn.peer, Funcs: w.Abilities(nil), Sched: w, Bytes: cn.Hold().Held()})
 	}
 	return out
 }

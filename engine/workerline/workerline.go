@@ -7,6 +7,8 @@ package workerline
 import (
 	"net"
 	"strconv"
+
+	"switchyard/sched"
 )
 
 // Worker is one worker as a listing shows it.
@@ -21,6 +23,16 @@ type Worker struct {
 	// numbered worker.
 	ID    string
 	Funcs []string
+	// Protocol names the protocol, for the operator endpoints' list
+	// (the caller that gathers every protocol's fills it in).
+	Protocol string
+	// Sched is its scheduler worker, for the jobs it holds and its idle
+	// time; nil for a connection that is no worker (a client).
+	Sched *sched.Worker
+	// Bytes is what its connection makes the server hold now: replies
+	// not yet read, a partial request (its share of the memory budget);
+	// 0 without a budget or a connection of its own.
+	Bytes int64
 }
 
 // Numbered is the ID of a worker known by a number (worker-N).
