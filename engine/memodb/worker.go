@@ -31,7 +31,19 @@ type worker struct {
 	r     req       // wParked: the request waiting for a job
 	job   uint64    // wRunning: the job sent to it
 	due   time.Time // when sw's deadline passes; zero: none
+	// closing: its connection closed while it ran a job, and its RESULT
+	// has until due (pipeLinger) to come out of the socket's queue.
+	closing bool
 }
+
+// pipeLinger is how long a worker whose connection closed while it ran a
+// job is kept for its RESULT. mangos reports the close on its own
+// goroutine, while what the connection sent before it may still wait in
+// the socket's queue for a receiver: a RESULT sent just before the close
+// came after the worker had been forgotten (its job went back to the
+// queue, the result was answered DISCONNECT and lost), once in five runs
+// under -race.
+const pipeLinger = 500 * time.Millisecond
 
 type wstate uint8
 
@@ -116,7 +128,7 @@ func (w *worker) request(r req, msg *codec.Message, rc *receiver, closed bool) b
 			return false
 		}
 		job := w.job
-		w.state, w.job = wBusy, 0
+		w.state, w.job, w.closing = wBusy, 0, false
 		w.expectWithin(w.srv.cfg.Heartbeat)
 		// The reply to its client is made here and sent once this request
 		// is done (rc), with no lock held.
@@ -279,10 +291,15 @@ func (w *worker) expire() {
 		w.srv.release(r.ctx)
 		return
 	}
-	state := w.state
+	state, closing := w.state, w.closing
 	w.mu.Unlock()
-	w.srv.log.Info("memodb: a worker went silent; forgotten", zap.Binary("id", w.id[:]),
-		zap.Bool("running a job", state == wRunning))
+	if closing {
+		w.srv.log.Info("memodb: worker forgotten: its connection closed", zap.Binary("id", w.id[:]),
+			zap.Bool("running a job", state == wRunning))
+	} else {
+		w.srv.log.Info("memodb: a worker went silent; forgotten", zap.Binary("id", w.id[:]),
+			zap.Bool("running a job", state == wRunning))
+	}
 	w.forget()
 }
 
@@ -294,9 +311,21 @@ func (w *worker) pipeClosed(ps *pipeState) {
 	s.mu.Lock()
 	still := w.ps == ps
 	s.mu.Unlock()
-	if still {
-		w.gone("its connection closed")
+	if !still {
+		return
 	}
+	w.mu.Lock()
+	if w.state == wRunning {
+		// Its RESULT may be on its way: see pipeLinger. Its job goes back
+		// to the queue when the linger passes (expire), unless the RESULT
+		// came (request, which forgets it then: its connection is closed).
+		w.closing = true
+		w.expectWithin(pipeLinger)
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	w.gone("its connection closed")
 }
 
 // gone forgets the worker, whose connection closed, and logs why.
