@@ -207,10 +207,13 @@ func (w *fakeWorker) serve() {
 		extra := make([]byte, m.ExtraSize)
 		io.ReadFull(c, extra)
 		ctl := control{msg: &m, extra: string(extra)}
-		w.got <- ctl
+		// The answer in force when the message came, taken before the
+		// test hears of it: a test that changes answers once it has seen
+		// a message must not change that message's answer.
 		w.mu.Lock()
 		answer := w.answer
 		w.mu.Unlock()
+		w.got <- ctl
 		resp, out := answer(ctl)
 		if m.Type == codec.ControlType_CTRL_SET_TASK && resp != nil && resp.Error == codec.WorkerError_WORKER_ERR_OK {
 			w.task.Store(m.GetTaskId())
