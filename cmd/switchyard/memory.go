@@ -203,7 +203,7 @@ func collectSooner() func(pressed bool) {
 	return func(pressed bool) {
 		if pressed {
 			before = debug.SetGCPercent(pressureGC)
-			if before >= 0 && before < pressureGC {
+			if before < pressureGC { // lower already, or off (-1)
 				debug.SetGCPercent(before)
 			}
 			return

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 )
 
@@ -121,4 +122,33 @@ func TestParseMemory(t *testing.T) {
 			t.Errorf("parseMemory(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
+}
+
+// Under pressure the collector runs at GOGC pressureGC, and after it at
+// what it was; a lower GOGC, or none (off), is left alone.
+func TestCollectSooner(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, gogc := range []int{100, 200, pressureGC, 10, -1} {
+		debug.SetGCPercent(gogc)
+		press := collectSooner()
+		press(true)
+		want := min(gogc, pressureGC)
+		if gogc < 0 {
+			want = -1
+		}
+		if got := gogcNow(); got != want {
+			t.Errorf("GOGC %d, pressed: %d, want %d", gogc, got, want)
+		}
+		press(false)
+		if got := gogcNow(); got != gogc {
+			t.Errorf("GOGC %d, released: %d, want it back", gogc, got)
+		}
+	}
+}
+
+// gogcNow is the collector's GOGC, read by setting it back.
+func gogcNow() int {
+	v := debug.SetGCPercent(100)
+	debug.SetGCPercent(v)
+	return v
 }
