@@ -196,22 +196,28 @@ func TestDamageRefused(t *testing.T) {
 		// Pebble cannot open it at all (a MANIFEST that lost the edit
 		// of a compaction names sstables long gone): Recover cannot help.
 		unreadable bool
+		// maybe: where Pebble's own flushes and compactions fell decides
+		// whether it can (the flood's MANIFEST held two edits in one run
+		// under -race, and the log still had every job): either shape
+		// must be refused, and Recover must then do what that shape
+		// allows.
+		maybe bool
 	}{
-		{"manifest cut short", flushed, flushedJobs, onManifest(func(b []byte) []byte { return b[:firstFlush] }), "", false},
-		{"manifest byte flipped", flushed, flushedJobs, onManifest(func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }), "", false},
-		{"compacted manifest cut short", compacted, compactedJobs, onManifest(func(b []byte) []byte { return b[:len(b)/2] }), "", true},
-		{"compacted manifest byte flipped", compacted, compactedJobs, onManifest(func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }), "", true},
-		{"log byte flipped", compacted, compactedJobs, onWAL(func(b []byte) []byte { b[mk.walSynced/2] ^= 0x40; return b }), wal, false},
-		{"log zeroed", compacted, compactedJobs, onWAL(func(b []byte) []byte { return make([]byte, len(b)) }), wal, false},
-		{"log overwritten", compacted, compactedJobs, onWAL(func(b []byte) []byte { return bytes.Repeat([]byte("garbage!"), len(b)/8) }), wal, false},
-		{"log cut short", compacted, compactedJobs, onWAL(func(b []byte) []byte { return b[:mk.walSynced/2] }), wal, false},
-		{"log missing", compacted, compactedJobs, onWAL(func([]byte) []byte { return nil }), wal, false},
+		{"manifest cut short", flushed, flushedJobs, onManifest(func(b []byte) []byte { return b[:firstFlush] }), "", false, false},
+		{"manifest byte flipped", flushed, flushedJobs, onManifest(func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }), "", false, false},
+		{"compacted manifest cut short", compacted, compactedJobs, onManifest(func(b []byte) []byte { return b[:len(b)/2] }), "", true, true},
+		{"compacted manifest byte flipped", compacted, compactedJobs, onManifest(func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }), "", true, true},
+		{"log byte flipped", compacted, compactedJobs, onWAL(func(b []byte) []byte { b[mk.walSynced/2] ^= 0x40; return b }), wal, false, false},
+		{"log zeroed", compacted, compactedJobs, onWAL(func(b []byte) []byte { return make([]byte, len(b)) }), wal, false, false},
+		{"log overwritten", compacted, compactedJobs, onWAL(func(b []byte) []byte { return bytes.Repeat([]byte("garbage!"), len(b)/8) }), wal, false, false},
+		{"log cut short", compacted, compactedJobs, onWAL(func(b []byte) []byte { return b[:mk.walSynced/2] }), wal, false, false},
+		{"log missing", compacted, compactedJobs, onWAL(func([]byte) []byte { return nil }), wal, false, false},
 		{"mark missing", compacted, compactedJobs, func(t *testing.T, dir string) {
 			change(t, filepath.Join(dir, markName), func([]byte) []byte { return nil })
-		}, markName, false},
+		}, markName, false, false},
 		{"mark damaged", compacted, compactedJobs, func(t *testing.T, dir string) {
 			change(t, filepath.Join(dir, markName), func(b []byte) []byte { b[10] ^= 1; b[markSlot+10] ^= 1; return b })
-		}, markName, false},
+		}, markName, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -224,6 +230,7 @@ func TestDamageRefused(t *testing.T) {
 			}
 			tc.damage(t, dir)
 			before := storeFiles(vfs.Default, dir)
+			unreadable := tc.unreadable
 			for try := 1; try <= 2; try++ { // a refused open changes nothing
 				s, err := Open(dir, SyncBatch)
 				var d *DamageError
@@ -236,9 +243,10 @@ func TestDamageRefused(t *testing.T) {
 				if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), file) || !slices.Contains(d.Files, file) {
 					t.Fatalf("try %d: %v (files %v): want the directory and %s named", try, err, d.Files, file)
 				}
-				if d.Unreadable != tc.unreadable {
+				if d.Unreadable != tc.unreadable && !tc.maybe {
 					t.Fatalf("try %d: %v: unreadable %v", try, err, d.Unreadable)
 				}
+				unreadable = d.Unreadable
 				if try == 1 {
 					t.Log(err)
 				}
@@ -247,7 +255,7 @@ func TestDamageRefused(t *testing.T) {
 				t.Fatalf("the refused opens changed the files: %v, then %v", before, after)
 			}
 			s, err := OpenWith(dir, Options{Sync: SyncBatch, Recover: true})
-			if tc.unreadable {
+			if unreadable {
 				if err == nil {
 					s.Close()
 					t.Fatal("recover opened a store Pebble cannot open")
@@ -281,7 +289,10 @@ func TestDamageRefused(t *testing.T) {
 				}
 			}
 			t.Logf("recovered %d of %d jobs: %d missing, %d deleted ones back; %d could not be read, it says", len(got), len(tc.jobs), missing, back, d.Lost())
-			if tc.file != markName && (missing == 0 || d.Lost() != max(0, len(tc.jobs)-len(got))) {
+			// The mark's loss loses no job; and a MANIFEST whose lost edits
+			// the log still covers (maybe) may lose none: then it must say so.
+			lossless := tc.file == markName || tc.maybe && d.Lost() == 0 && missing == 0
+			if !lossless && (missing == 0 || d.Lost() != max(0, len(tc.jobs)-len(got))) {
 				t.Errorf("recover says %d jobs could not be read; %d of %d are missing, %d deleted ones back", d.Lost(), missing, len(tc.jobs), back)
 			}
 			if err := s.Save(&sched.Record{ID: 1 << 40, Func: "after"}); err != nil {
