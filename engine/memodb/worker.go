@@ -293,13 +293,12 @@ func (w *worker) expire() {
 	}
 	state, closing := w.state, w.closing
 	w.mu.Unlock()
-	if closing {
-		w.srv.log.Info("memodb: worker forgotten: its connection closed", zap.Binary("id", w.id[:]),
-			zap.Bool("running a job", state == wRunning))
-	} else {
-		w.srv.log.Info("memodb: a worker went silent; forgotten", zap.Binary("id", w.id[:]),
-			zap.Bool("running a job", state == wRunning))
+	if closing { // the linger after its connection closed is over
+		w.gone("its connection closed")
+		return
 	}
+	w.srv.log.Info("memodb: a worker went silent; forgotten", zap.Binary("id", w.id[:]),
+		zap.Bool("running a job", state == wRunning))
 	w.forget()
 }
 
