@@ -372,6 +372,11 @@ type SubmitReq struct {
 	// promises never to touch that memory again. Frontends set it for large
 	// payloads they read into a buffer of their own.
 	OwnPayload bool
+	// Kept is set by Submit when a job keeps the lent Payload (OwnPayload):
+	// it comes back through the release (SetRelease) once the job ends.
+	// Otherwise (the submit joined a job, or was refused) the buffer is
+	// the caller's again when Submit returns.
+	Kept bool
 	// QueueTimeout bounds each wait of the job in its queue for a worker
 	// (at submit, and again after a worker gives it back): past it the job
 	// ends, and its listeners get a Fail. 0 = no bound.
@@ -405,7 +410,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	if r.Background && s.durable {
 		rec = s.encode(j, string(r.Func))
 	}
-	r.Waiting = false
+	r.Waiting, r.Kept = false, false
 
 	var wake wakeList
 	sh.mu.Lock()
@@ -448,6 +453,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.addUnique(f, key, j)
 	}
 	sh.jobs.put(j.id>>s.shardBits, j)
+	r.Kept = j.owned
 	sh.count(f, j.src, EventSubmitted)
 	if len(r.After) > 0 {
 		sh.block(j)
@@ -615,6 +621,7 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 	// fresh's payload may lie in fresh's own allocation; j keeps it alive.
 	j.setPayload(fresh.payload())
 	j.owned = fresh.owned
+	r.Kept = fresh.owned
 	j.setReducer(fresh.Reducer())
 	j.prio = fresh.prio
 	j.background = j.background || fresh.background

@@ -822,6 +822,66 @@ func TestOwnPayloadRelease(t *testing.T) {
 	}
 }
 
+// TestOwnPayloadKept: Submit says whether a job kept a lent payload
+// (Kept), so that a frontend whose buffer no job took can reuse or free it
+// at once; a kept one comes back through the release, exactly once.
+func TestOwnPayloadKept(t *testing.T) {
+	tests := []struct {
+		name     string
+		first    *SubmitReq // submitted before, copied
+		req      SubmitReq
+		err      error
+		kept     bool
+		released int // payloads released by the submit (a replaced job's own)
+	}{
+		{"a new job", nil, SubmitReq{Unique: []byte("u")}, nil, true, 0},
+		{"joins a job", &SubmitReq{Unique: []byte("u"), Background: true}, SubmitReq{Unique: []byte("u"), Background: true}, nil, false, 0},
+		{"replaces a waiting job", &SubmitReq{Unique: []byte("u"), Background: true}, SubmitReq{Unique: []byte("u"), Background: true, Replace: true}, nil, true, 0},
+		{"queue full", &SubmitReq{Unique: []byte("v")}, SubmitReq{Unique: []byte("u")}, ErrQueueFull, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var released [][]byte
+			s := newTest(t, Config{})
+			s.SetRelease(3, func(p []byte) { released = append(released, p) })
+			c := s.NewClient(&recorder{})
+			c.SetSource(3)
+			if tt.first != nil {
+				first := *tt.first
+				first.Func, first.Payload = []byte("f"), []byte("first")
+				if _, err := c.Submit(&first); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.err == ErrQueueFull {
+				s.SetMaxQueue([]byte("f"), [3]int{1, 1, 1})
+			}
+			r := tt.req
+			r.Func, r.Payload, r.OwnPayload = []byte("f"), []byte("lent"), true
+			r.Kept = !tt.kept // Submit sets it either way
+			id, err := c.Submit(&r)
+			if err != tt.err {
+				t.Fatalf("Submit: %v, want %v", err, tt.err)
+			}
+			if r.Kept != tt.kept {
+				t.Fatalf("Kept %v, want %v", r.Kept, tt.kept)
+			}
+			if len(released) != tt.released {
+				t.Fatalf("released %q at the submit", released)
+			}
+			if !tt.kept {
+				return
+			}
+			if err := s.Cancel(id); err != nil {
+				t.Fatal(err)
+			}
+			if len(released) != 1 || &released[0][0] != &r.Payload[0] {
+				t.Fatalf("released %q once the job ended, want the lent payload once", released)
+			}
+		})
+	}
+}
+
 // TestDelayedJobNeverEarly: ticks count from the scheduler's start, not
 // from whole seconds, so a due time falls inside a tick; the job must wait
 // for the tick after it rather than fire with the one before.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"switchyard/engine/internal/pages"
 )
 
 // bodyPool keeps the buffers of large packets for reuse. Without it every
@@ -73,23 +75,56 @@ func bodyCap(need, have int) int {
 const bodyJump = 8
 
 // put offers b for reuse. Small buffers, and any larger than the pool's
-// limit, are left to the garbage collector; to make room, the buffers
-// freed longest ago are.
+// limit, are freed; to make room, the buffers put longest ago are.
 func (p *bodyPool) put(b []byte) {
 	if cap(b) <= largeBody || cap(b) > p.limit {
+		freeBody(b)
 		return
 	}
 	p.mu.Lock()
 	drop := 0
 	for p.bytes+cap(b) > p.limit {
 		p.bytes -= cap(p.free[drop])
-		p.free[drop] = nil
 		drop++
 	}
+	dropped := slices.Clone(p.free[:drop])
+	clear(p.free[:drop])
 	p.free = append(p.free[drop:], b[:0])
 	p.bytes += cap(b)
 	p.mu.Unlock()
+	for _, d := range dropped {
+		freeBody(d)
+	}
 }
+
+// newBody returns an empty buffer for a large packet, with room for n
+// bytes, from its own mapping (engine/internal/pages): its pages are
+// faulted in by the reads that fill them, a bounded number per event,
+// where a buffer from the heap is zeroed whole as it is allocated, and
+// on memory the heap had given back to the kernel that faults in every
+// page at once (a 16 MiB buffer held its loop for 80 ms). The heap serves
+// when the kernel refuses a mapping.
+func newBody(n int) []byte {
+	if b := pages.Alloc(n); b != nil {
+		return b
+	}
+	return make([]byte, 0, n)
+}
+
+// growBody returns b with room for n bytes: the mapping grown, its pages
+// moved by the kernel rather than copied, or else a copy on the heap.
+func growBody(b []byte, n int) []byte {
+	if g, ok := pages.Grow(b, n); ok {
+		return g
+	}
+	g := append(newBody(n), b...)
+	freeBody(b)
+	return g
+}
+
+// freeBody hands a buffer's mapping back to the kernel; a heap buffer is
+// the collector's.
+func freeBody(b []byte) { pages.Free(b) }
 
 // sharedBody is a large packet's buffer that replies on other connections
 // point into: a worker's large result goes to each waiting client on

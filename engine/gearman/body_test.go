@@ -1,6 +1,13 @@
 package gearman
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	codec "switchyard/codec/gearman"
+	"switchyard/engine/internal/pages"
+	"switchyard/sched"
+)
 
 func TestBodyPool(t *testing.T) {
 	big := 1 << 20
@@ -87,5 +94,24 @@ func TestSharedBody(t *testing.T) {
 	sb.drop()
 	if b := bodies.take(n); b == nil || &b[:1][0] != &buf[0] {
 		t.Fatal("the last drop did not pool the buffer")
+	}
+}
+
+// TestLargeBuffersGoBack: a large packet's buffer, mapped for it, goes
+// back whether or not a job keeps it: a submit that joins a queued job of
+// the same unique leaves its buffer to the frontend (sched's Kept), which
+// reuses it, so twenty such submits map no more than about two buffers.
+func TestLargeBuffersGoBack(t *testing.T) {
+	addr, _ := startServer(t, Config{}, sched.Config{})
+	before := pages.Held()
+	c := dial(t, addr)
+	big := strings.Repeat("x", 1<<20)
+	for range 20 {
+		c.send(req(codec.SubmitJobBg, "f", "u", big))
+		c.handle()
+	}
+	// The first job keeps its buffer; the pool has the others' one.
+	if grew := pages.Held() - before; grew > 3<<20 {
+		t.Fatalf("twenty 1 MiB submits of one job mapped %d MiB more", grew>>20)
 	}
 }

@@ -175,7 +175,9 @@ func (cn *conn) submit(p *codec.Packet, prio sched.Priority, bg bool) {
 		req.Stored = cn.onStore // acknowledged once on disk, see stored.go
 	}
 	id, err := cn.client.Submit(&req)
-	cn.own = nil // the scheduler has the buffer now, or dropped it
+	if req.Kept {
+		cn.own = nil // the job's now, back through releasePayload
+	}
 	switch err {
 	case nil:
 	case sched.ErrQueueFull:
