@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,10 +40,10 @@ const (
 	settledMargin = 32 << 20         // RSS over the start allowed once an attack is over
 	settleTime    = 30 * time.Second // how long the server has to get there
 	// echoBound is how long a connection that behaves may wait for an
-	// ECHO during an attack: not a latency target (those are the
-	// benchmarks'), but the difference between served and stalled, on a
-	// 2-core machine that other work shares. What the probe saw is logged.
-	echoBound = 5 * time.Second
+	// ECHO during an attack. On this 2-core machine, with the suite
+	// alone on it (make faults runs after make test), the slowest ECHO
+	// of an attack was 35-45 ms; what the probe saw is logged.
+	echoBound = 100 * time.Millisecond
 )
 
 func faultsOnly(t *testing.T) {
@@ -53,35 +54,129 @@ func faultsOnly(t *testing.T) {
 }
 
 // probe samples a server's RSS and times another client's ECHO, every
-// 50 ms, from start until stop.
+// 50 ms, from start until stop. The ECHO client is a process of its own
+// (TestProbeHelper): in this one it would share the Go scheduler, and two
+// cores, with the attack's goroutines, and time them too.
 type probe struct {
-	pid  int
-	addr string
+	pid int
 
-	mu       sync.Mutex
-	maxRSS   int64
-	maxEcho  time.Duration
-	echoes   int
-	echoErr  error
-	worstAt  time.Time
+	mu      sync.Mutex
+	maxRSS  int64
+	maxEcho time.Duration
+	echoes  int
+	echoErr error
+	worstAt time.Time
+
+	child    *exec.Cmd
 	stopping chan struct{}
-	done     chan struct{}
+	done     sync.WaitGroup
 }
+
+// probeEnv has the test binary, run again, be the probe's ECHO client of
+// the server at its value.
+const probeEnv = "SWITCHYARD_PROBE_ADDR"
 
 func startProbe(t *testing.T, pid int, addr string) *probe {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	p := &probe{pid: pid, stopping: make(chan struct{})}
+	p.child = exec.Command(os.Args[0], "-test.run=^TestProbeHelper$")
+	p.child.Env = append(os.Environ(), probeEnv+"="+addr)
+	p.child.Stderr = os.Stderr
+	stdin, err := p.child.StdinPipe() // closed: the probe stops
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &probe{pid: pid, addr: addr, stopping: make(chan struct{}), done: make(chan struct{})}
-	go p.run(c)
-	t.Cleanup(p.stop)
+	stdout, err := p.child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.done.Add(2)
+	go p.read(stdout)
+	go p.sample()
+	t.Cleanup(func() {
+		stdin.Close()
+		p.stop()
+	})
+	go func() {
+		<-p.stopping
+		stdin.Close()
+	}()
+	// The first ECHO is answered before the attack starts.
+	waitUntil(t, 10*time.Second, "the probe's first ECHO", func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.echoes > 0 || p.echoErr != nil, fmt.Sprintf("%d ECHOs", p.echoes)
+	})
 	return p
 }
 
-func (p *probe) run(c net.Conn) {
-	defer close(p.done)
+// read takes the child's lines: "echo START_UNIX_NANO RTT_NANO" for each
+// ECHO answered, "error TEXT" for the one that failed.
+func (p *probe) read(r io.Reader) {
+	defer p.done.Done()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		kind, rest, _ := strings.Cut(sc.Text(), " ")
+		p.mu.Lock()
+		switch kind {
+		case "echo":
+			var at, rtt int64
+			if _, err := fmt.Sscan(rest, &at, &rtt); err != nil {
+				p.echoErr = fmt.Errorf("probe said %q", sc.Text())
+				break
+			}
+			p.echoes++
+			if d := time.Duration(rtt); d > p.maxEcho {
+				p.maxEcho, p.worstAt = d, time.Unix(0, at)
+			}
+		case "error":
+			p.echoErr = errors.New(rest)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// sample reads the server's RSS every 50 ms.
+func (p *probe) sample() {
+	defer p.done.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if u, err := harness.ReadUsage(p.pid); err == nil {
+			p.mu.Lock()
+			p.maxRSS = max(p.maxRSS, u.RSS)
+			p.mu.Unlock()
+		}
+		select {
+		case <-p.stopping:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// TestProbeHelper is the probe's ECHO client, run by startProbe: an ECHO
+// every 50 ms to the server at $SWITCHYARD_PROBE_ADDR, one line on stdout
+// for each, until stdin closes or an ECHO fails.
+func TestProbeHelper(t *testing.T) {
+	addr := os.Getenv(probeEnv)
+	if addr == "" {
+		t.Skip("run by the fault suite's probe")
+	}
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+	}()
+	fail := func(err error) { fmt.Printf("error %v\n", err) }
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		fail(err)
+		return
+	}
 	defer c.Close()
 	req := make([]byte, 12, 12+16)
 	copy(req, "\x00REQ")
@@ -92,11 +187,6 @@ func (p *probe) run(c net.Conn) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if u, err := harness.ReadUsage(p.pid); err == nil {
-			p.mu.Lock()
-			p.maxRSS = max(p.maxRSS, u.RSS)
-			p.mu.Unlock()
-		}
 		start := time.Now()
 		c.SetDeadline(start.Add(5 * time.Second))
 		_, err := c.Write(req)
@@ -104,25 +194,17 @@ func (p *probe) run(c net.Conn) {
 			_, err = io.ReadFull(c, res)
 		}
 		rtt := time.Since(start)
-		p.mu.Lock()
 		switch {
 		case err != nil:
-			p.echoErr = err
+			fail(err)
+			return
 		case binary.BigEndian.Uint32(res[4:]) != pEchoRes || string(res[12:]) != string(req[12:]):
-			p.echoErr = fmt.Errorf("ECHO answered %q", res)
-		default:
-			p.echoes++
-			if rtt > p.maxEcho {
-				p.maxEcho, p.worstAt = rtt, start
-			}
-		}
-		failed := p.echoErr != nil
-		p.mu.Unlock()
-		if failed {
+			fail(fmt.Errorf("ECHO answered %q", res))
 			return
 		}
+		fmt.Printf("echo %d %d\n", start.UnixNano(), rtt.Nanoseconds())
 		select {
-		case <-p.stopping:
+		case <-stop:
 			return
 		case <-tick.C:
 		}
@@ -135,7 +217,8 @@ func (p *probe) stop() {
 	default:
 		close(p.stopping)
 	}
-	<-p.done
+	p.done.Wait()
+	p.child.Wait()
 }
 
 // check stops the probe and asserts its bounds: the RSS under base, the
