@@ -359,6 +359,75 @@ func TestFaultPartialPackets(t *testing.T) {
 	closeAndSettle(t, pid, maddr, base, attackers)
 }
 
+// Forty MemoDB connections each announce a 60 MiB message and send 8 MiB
+// of it: mangos would allocate each message whole from its header, and
+// the budget lets it do so for what fits, closing the others first.
+func TestFaultMemoDBPartialMessages(t *testing.T) {
+	faultsOnly(t)
+	s, others := startServerPorts(t, 3, "-q", "builtin", "--max-memory", strconv.Itoa(faultBudget),
+		"--metrics-listen", "127.0.0.1:0", "--memodb-listen", "tcp://127.0.0.1:0")
+	pid := s.cmd.Process.Pid
+	base := rssOf(t, pid)
+	maddr, naddr := others[0], others[1]
+	if !speaksSP(naddr) {
+		maddr, naddr = naddr, maddr
+	}
+	if !speaksSP(naddr) {
+		t.Fatalf("no MemoDB listener among %v", others)
+	}
+	p := startProbe(t, pid, s.addr)
+
+	const conns, size, sent = 40, 60 << 20, 8 << 20
+	chunk := make([]byte, 256<<10)
+	var attackers []net.Conn
+	var wg sync.WaitGroup
+	for range conns {
+		c, err := net.Dial("tcp", naddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attackers = append(attackers, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetWriteDeadline(time.Now().Add(60 * time.Second))
+			head := append([]byte{0, 'S', 'P', 0, 0, 48, 0, 0}, binary.BigEndian.AppendUint64(nil, size)...)
+			if _, err := c.Write(head); err != nil {
+				return
+			}
+			for n := 0; n < sent; n += len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					return // a connection the budget closed
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitUntil(t, 20*time.Second, "the budget refusing messages", func() (bool, string) {
+		refused := metricValue(t, maddr, "switchyard_memory_budget_refused_total")
+		held := metricValue(t, maddr, "switchyard_memory_held_bytes")
+		return refused > 0, fmt.Sprintf("held %v, refused %v", held, refused)
+	})
+	p.check(t, base)
+	closeAndSettle(t, pid, maddr, base, attackers)
+}
+
+// speaksSP says whether addr answers an NNG REQ's SP handshake.
+func speaksSP(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte{0, 'S', 'P', 0, 0, 48, 0, 0}); err != nil {
+		return false
+	}
+	var h [8]byte
+	_, err = io.ReadFull(c, h[:])
+	return err == nil && h == [8]byte{0, 'S', 'P', 0, 0, 49, 0, 0}
+}
+
 // closeAndSettle checks that the server holds no more than the budget,
 // closes the attack's connections, and waits for what they held to be
 // given back and the RSS to settle.

@@ -126,7 +126,8 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "*"), defaultDworkPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc), KeepOnClose: e.o.DworkKeepOnClose}, e.sched, e.log)
+			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc), KeepOnClose: e.o.DworkKeepOnClose,
+				Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
@@ -143,7 +144,7 @@ var protocols = []protocol{
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
 			s := memodb.New(memodb.Config{Addrs: addrs, QueueTimeout: e.o.MemodbQueue, Heartbeat: e.o.MemodbHeartbeat,
-				MaxMessage: int(min(e.o.MaxPacket, maxMemodbMessage))}, e.sched, e.log)
+				MaxMessage: int(min(e.o.MaxPacket, maxMemodbMessage)), Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}

@@ -30,6 +30,13 @@ package dwork
 //     write times out is closed.
 //   - count: past a maximum number of connections, new ones are closed as
 //     they are accepted.
+//   - hold the memory budget (engine/budget) for what a peer makes zmq4
+//     hold: from a frame's header, the message's frames, until the peer's
+//     next message begins (zmq4 has handed it on by then, to the socket's
+//     queue of 10 messages), and the replies waiting to be written. A
+//     header the budget cannot take closes the connection before zmq4
+//     allocates the frame; the budget cuts the largest holders as it does
+//     everywhere.
 //   - tell who closed. zmq4 has no way to say that a peer's connection
 //     closed (its ROUTER drops the connection in a goroutine of its own,
 //     and a socket monitor is not implemented), nor which peer identity a
@@ -54,6 +61,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"switchyard/engine/budget"
 )
 
 // guardConfig holds the guard's limits.
@@ -65,6 +74,7 @@ type guardConfig struct {
 	maxFrames int           // frames in one message
 	maxCmd    int64         // bytes in one command frame (READY, PING, ...)
 	maxConns  int64         // open connections
+	budget    *budget.Budget
 	log       *zap.Logger
 	// onClose hears the identities a closed connection's replies went
 	// to, from the goroutine that closed it; it must not block.
@@ -82,6 +92,7 @@ func (e guardError) Temporary() bool { return false }
 var (
 	errGuardClosed   = guardError("connection closed")
 	errGuardOverflow = guardError("too many replies waiting for a client that does not read")
+	errGuardBudget   = guardError("the server's memory budget is spent: a message refused")
 )
 
 // ZMTP 3 framing, as the guard follows it (rfc.zeromq.org/spec/23).
@@ -104,6 +115,10 @@ type scanner struct {
 	msgBytes  int64 // the current message's frames so far
 	msgFrames int
 	commands  int // command frames seen whole: the first is READY
+	// held is what the peer makes zmq4 hold, by the headers seen: the
+	// current message's frames (their whole sizes, from each header on),
+	// and the last message until the next begins.
+	held, last int64
 }
 
 const (
@@ -189,6 +204,11 @@ func (s *scanner) admit(cfg *guardConfig) error {
 	if s.size > uint64(cfg.maxMsg-s.msgBytes) {
 		return guardError(fmt.Sprintf("a message of more than %d bytes", cfg.maxMsg))
 	}
+	if s.msgFrames == 0 {
+		s.held -= s.last // a new message: zmq4 has handed the last one on
+		s.last = 0
+	}
+	s.held += int64(s.size)
 	return nil
 }
 
@@ -202,6 +222,7 @@ func (s *scanner) frameDone() {
 	s.msgFrames++
 	s.msgBytes += int64(s.size)
 	if s.flags&zmtpMore == 0 {
+		s.last = s.msgBytes
 		s.msgFrames, s.msgBytes = 0, 0
 	}
 }
@@ -347,13 +368,19 @@ type guardConn struct {
 	rbuf       []byte
 	rpos, rend int
 	shook      atomic.Bool // the handshake is over: zmq4 reads messages
+	taken      int64       // what hold has taken for scan.held
 	// greeted: the peer's READY has been read, and zmq4 has written all it
 	// writes in the handshake; every write from then on is a reply.
 	greeted atomic.Bool
 
+	// hold is the connection's share of the memory budget; it is taken
+	// and given under mu, and released once closed is set.
+	hold *budget.Holder
+
 	mu      sync.Mutex
 	wake    sync.Cond
 	out     []byte // waiting to be written
+	writing int    // bytes the writer is writing, out of the last out
 	spare   []byte
 	closed  bool
 	ids     [][]byte // the peer identities replies were written to it for
@@ -364,6 +391,8 @@ type guardConn struct {
 func newGuardConn(c net.Conn, l *guardListener) *guardConn {
 	g := &guardConn{Conn: c, l: l, gone: make(chan struct{})}
 	g.wake.L = &g.mu
+	// The budget cuts under its lock: the close goes on elsewhere.
+	g.hold = l.cfg.budget.Hold(func() { go g.Close() })
 	g.timer = time.AfterFunc(l.cfg.handshake, g.handshakeOver)
 	return g
 }
@@ -404,7 +433,11 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		}
 	}
 	if n > 0 {
-		if serr := c.scan.feed(p[:n], &c.l.cfg); serr != nil {
+		serr := c.scan.feed(p[:n], &c.l.cfg)
+		if serr == nil && !c.account() {
+			serr = errGuardBudget
+		}
+		if serr != nil {
 			c.l.cfg.log.Warn("dwork: connection closed", zap.Stringer("peer", c.RemoteAddr()), zap.Error(serr))
 			c.Close()
 			return 0, serr
@@ -418,6 +451,28 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// account brings what the connection holds of the budget to what the
+// scanner says zmq4 holds; false if the budget cannot give it (before
+// zmq4 has read the header that asks for it).
+func (c *guardConn) account() bool {
+	d := c.scan.held - c.taken
+	if d == 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return false
+	case d > 0 && !c.hold.Take(d):
+		return false
+	case d < 0:
+		c.hold.Give(-d)
+	}
+	c.taken = c.scan.held
+	return true
 }
 
 // Write implements net.Conn for zmq4: p is queued for the connection's
@@ -439,6 +494,7 @@ func (c *guardConn) Write(p []byte) (int, error) {
 		c.wake.Signal()
 	}
 	c.out = append(c.out, p...)
+	c.hold.Set(int64(len(c.out) + c.writing))
 	if c.greeted.Load() {
 		if id := c.l.sending.Load(); id != nil {
 			c.noteID(*id)
@@ -480,6 +536,7 @@ func (c *guardConn) writeLoop() {
 		}
 		buf := c.out
 		c.out = c.spare[:0]
+		c.writing = len(buf)
 		c.mu.Unlock()
 		c.Conn.SetWriteDeadline(time.Now().Add(c.l.cfg.write))
 		if _, err := c.Conn.Write(buf); err != nil {
@@ -488,6 +545,8 @@ func (c *guardConn) writeLoop() {
 			return
 		}
 		c.mu.Lock()
+		c.writing = 0
+		c.hold.Set(int64(len(c.out)))
 		if cap(buf) <= spareMax {
 			c.spare = buf[:0]
 		} else {
@@ -509,6 +568,7 @@ func (c *guardConn) Close() error {
 		c.ids = nil
 		c.wake.Broadcast()
 		c.mu.Unlock()
+		c.hold.Release() // after closed: no Take or Give follows
 		c.l.conns.Add(-1)
 		err = c.Conn.Close()
 		close(c.gone)

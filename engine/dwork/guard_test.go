@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/dwork"
+	"switchyard/engine/budget"
 	"switchyard/sched"
 )
 
@@ -257,5 +258,90 @@ func TestWriteTimeout(t *testing.T) {
 	}
 	if _, err := g.Write([]byte{1}); !errors.Is(err, errGuardClosed) {
 		t.Fatalf("write after the timeout: %v, want closed", err)
+	}
+}
+
+// The memory budget holds what a peer makes zmq4 hold: a message's frames
+// from their headers until the next message begins, and the replies
+// waiting for it. A header the budget cannot take closes the connection
+// before zmq4 reads it.
+func TestGuardBudget(t *testing.T) {
+	tests := []struct {
+		name    string
+		frames  []uint64 // data frames, one message each
+		used    []int64  // the budget used after each frame's header
+		refused bool     // the last header is refused
+	}{
+		{"one message", []uint64{300}, []int64{300}, false},
+		{"the last message is given back as the next begins", []uint64{300, 600, 100}, []int64{300, 600, 100}, false},
+		{"over the budget", []uint64{300, 1001}, []int64{300, 0}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := budget.New(1000)
+			g, peer := pipeConn(t, guardConfig{maxMsg: 1 << 20, maxFrames: 3, maxCmd: 200, budget: b, write: time.Hour, maxOut: 1 << 20})
+			go func() {
+				stream := append(greeting(), ready()...)
+				for _, size := range tt.frames {
+					stream = append(append(stream, longFrame(0, size)...), make([]byte, size)...)
+				}
+				peer.Write(stream)
+			}()
+			read := func(n int) error {
+				_, err := io.ReadFull(g, make([]byte, n))
+				return err
+			}
+			if err := read(zmtpGreeting + len(ready())); err != nil {
+				t.Fatal(err)
+			}
+			for i, size := range tt.frames {
+				err := read(9)
+				if tt.refused && i == len(tt.frames)-1 {
+					if !errors.Is(err, errGuardBudget) {
+						t.Fatalf("header of %d bytes: %v, want the budget's refusal", size, err)
+					}
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := b.Used(); got != tt.used[i] {
+					t.Fatalf("after the header of frame %d (%d bytes): used %d, want %d", i, size, got, tt.used[i])
+				}
+				if err := read(int(size)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.refused && b.Refused() != 1 {
+				t.Fatalf("refused %d, want 1", b.Refused())
+			}
+			g.Close()
+			if got := b.Used(); got != 0 {
+				t.Fatalf("used %d once the connection closed", got)
+			}
+		})
+	}
+}
+
+// Replies waiting for a client are held against the budget until written.
+func TestGuardBudgetReplies(t *testing.T) {
+	b := budget.New(1 << 20)
+	g, peer := pipeConn(t, guardConfig{budget: b, write: time.Hour, maxOut: 1 << 20})
+	if _, err := g.Write(make([]byte, 700)); err != nil {
+		t.Fatal(err)
+	}
+	// The writer has it, or it waits: either way, it is held.
+	if got := b.Used(); got != 700 {
+		t.Fatalf("used %d with a 700-byte reply unread, want 700", got)
+	}
+	if _, err := io.ReadFull(peer, make([]byte, 700)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(replyTimeout)
+	for b.Used() != 0 { // the writer gives it back after its write returns
+		if time.Now().After(deadline) {
+			t.Fatalf("used %d after the reply was read", b.Used())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	codec "switchyard/codec/dwork"
+	"switchyard/engine/budget"
 	"switchyard/sched"
 )
 
@@ -76,6 +77,10 @@ type Config struct {
 	// such a host is taken as exited: its tasks go back to the queue, first
 	// in line, and it is forgotten, as an Exit does.
 	KeepOnClose bool
+	// Budget is the server's memory budget, which the messages a peer has
+	// zmq4 hold and the replies waiting for it are held against (see
+	// guard.go); nil: none.
+	Budget *budget.Budget
 }
 
 // Defaults of Config.
@@ -232,6 +237,7 @@ func (s *Server) Start() error {
 		maxFrames: maxFrames,
 		maxCmd:    maxCommand,
 		maxConns:  int64(s.cfg.MaxConns),
+		budget:    s.cfg.Budget,
 		log:       s.log,
 		onClose:   s.connClosed,
 	})

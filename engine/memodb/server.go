@@ -47,10 +47,11 @@ import (
 	"go.nanomsg.org/mangos/v3"
 	"go.nanomsg.org/mangos/v3/protocol/rep"
 	_ "go.nanomsg.org/mangos/v3/transport/ipc" // ipc:// listeners
-	_ "go.nanomsg.org/mangos/v3/transport/tcp" // tcp:// listeners
+	_ "go.nanomsg.org/mangos/v3/transport/tcp" // tcp:// dialers (the tests' peers); the server listens through metered.go
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/memodb"
+	"switchyard/engine/budget"
 	"switchyard/sched"
 )
 
@@ -78,6 +79,9 @@ type Config struct {
 	// Receivers and Senders are the goroutines that receive requests and
 	// that send the replies the scheduler's callbacks make; 0 = 4 and 2.
 	Receivers, Senders int
+	// Budget is the server's memory budget: a tcp:// connection holds it
+	// for the message it is reading (see metered.go). nil: none.
+	Budget *budget.Budget
 }
 
 // Defaults of Config.
@@ -240,7 +244,11 @@ func (s *Server) Start() error {
 	// worker's messages are matched to a connection pipeEvent knows).
 	sock.SetPipeEventHook(s.pipeEvent)
 	for _, a := range s.cfg.Addrs {
-		l, err := sock.NewListener(a, nil)
+		at, opts := a, map[string]any(nil)
+		if strings.HasPrefix(a, "tcp://") {
+			at, opts = meteredListenAddr(a), map[string]any{optionBudget: s.cfg.Budget}
+		}
+		l, err := sock.NewListener(at, opts)
 		if err == nil {
 			err = l.Listen()
 		}
