@@ -303,8 +303,8 @@ func (cn *conn) have() int {
 // readBody moves the large packet's bytes into cn.body (or, refused, into
 // the loop's scratch): first what gnet has buffered, then straight from
 // the socket until it would block or this event has read the loop's
-// readMax that way (counted in direct). done says the packet is whole; !ok that the
-// connection failed or hit EOF.
+// readMax that way (counted in direct). done says the packet is whole;
+// !ok that the connection failed or hit EOF.
 func (cn *conn) readBody(direct *int) (done, ok bool) {
 	for cn.have() < cn.bodyLen {
 		var room []byte
