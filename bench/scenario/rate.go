@@ -42,11 +42,11 @@ var fgRate = &Scenario{
 
 var fgCurve = &Scenario{
 	Name: "fg-curve",
-	About: "fg-rate stepped: the offered rate from the rate param up by 1.3x a step until two steps in a row are not sustained; " +
+	About: "fg-rate stepped: the offered rate from the rate param up by 1.15x a step until two steps in a row are not sustained; " +
 		"each step's p50/p99/p99.9 in the record's curve, and the knee (highest rate sustained with p99 under the bound)",
 	Uses: rateUses,
-	// Steps of 2 s after 0.5 s of warm-up: 11 steps from 2,000 jobs/s
-	// reach 28k, past both servers on a 2-CPU machine, in half a minute.
+	// Steps of 2 s after 0.5 s of warm-up: 18 steps from 2,000 jobs/s
+	// reach 21k, past both servers on a 2-CPU machine, in 45 seconds.
 	Full:  Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 2 * time.Second, Warmup: 500 * time.Millisecond},
 	Quick: Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 300 * time.Millisecond},
 	run:   runFgCurve,
@@ -146,10 +146,12 @@ func runFgRate(ctx context.Context, t Target, p Params, out *record.Run) error {
 	return errors.Join(err, werr)
 }
 
-// Curve steps: each 1.3x the last, at most curveSteps of them.
+// Curve steps: each 1.15x the last, at most curveSteps of them. At 1.3x
+// two knees could only differ by 1.3x, 1.69x, ...: the steps were the
+// knee's error bars.
 const (
-	curveFactor = 1.3
-	curveSteps  = 16
+	curveFactor = 1.15
+	curveSteps  = 24
 )
 
 // curveRates is the offered rates of a curve from first: the same for

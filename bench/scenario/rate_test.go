@@ -13,7 +13,7 @@ import (
 
 func TestCurveRates(t *testing.T) {
 	rates := curveRates(1000)
-	if len(rates) != curveSteps || rates[0] != 1000 || rates[1] != 1300 || rates[2] != 1690 {
+	if len(rates) != curveSteps || rates[0] != 1000 || rates[1] != 1150 || rates[2] != 1323 {
 		t.Fatalf("curve rates %v", rates)
 	}
 	for i := 1; i < len(rates); i++ {
