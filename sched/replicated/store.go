@@ -5,11 +5,20 @@
 //
 // One goroutine writes, as in sched/durable: everything queued while it
 // was busy becomes one Raft entry (group commit), so a burst of submits
-// costs one round of replication, not one per job. Entries are handed to
-// Raft without waiting, up to inflight of them; a second goroutine waits
-// for each, in order, and answers its writes. Every node applies the
-// committed entries to its FSM; the leader's scheduler reads the FSM once,
-// when it takes over (Load), exactly as a restarted server reads its disk.
+// costs one round of replication, not one per job. The writer hands Raft
+// one entry at a time and waits for its commit before it takes the next
+// batch; a second goroutine answers each entry's writes meanwhile. Every
+// node applies the committed entries to its FSM; the leader's scheduler
+// reads the FSM once, when it takes over (Load), exactly as a restarted
+// server reads its disk.
+//
+// One entry at a time, not a pipeline: each entry Raft dispatches costs
+// every node a synced write of its log, and with entries handed over as
+// they came (up to 64 unanswered) the nodes synced 400-450 times a second
+// each, on one disk, 1.2-1.5 ms a sync. Waiting makes each entry the
+// whole batch a commit's time gathers: cluster-bg 36.3k and 38.2k jobs/s
+// at 36-41 µs of CPU a job, against 32.4k and 32.4k at 46 µs pipelined,
+// in the same minutes.
 package replicated
 
 import (
@@ -39,8 +48,6 @@ const (
 	// every follower's disk) for long. A single larger record still goes
 	// in one entry of its own.
 	maxEntry = 1 << 20
-	// inflight bounds the entries handed to Raft and not yet answered.
-	inflight = 64
 	// applyTimeout bounds the wait for Raft to take an entry (not for its
 	// commit: a leader that cannot reach a majority steps down within its
 	// lease, and its entries fail then).
@@ -53,7 +60,7 @@ type Store struct {
 	raft  Applier
 	fsm   *FSM
 	queue *writeq.Queue[op]
-	// pending carries entries handed to Raft, in order, to answer.
+	// pending carries each entry's outcome, in order, to answer.
 	pending chan pending
 	stopped chan struct{}
 
@@ -69,13 +76,14 @@ type op struct {
 }
 
 type pending struct {
-	f   raft.ApplyFuture // nil: nothing to write (flushes, cancelled puts)
-	ops []op
+	wrote bool  // an entry was written: false for flushes, cancelled puts
+	err   error // its outcome
+	ops   []op
 }
 
 // New returns a store writing through r into fsm, which r applies to.
 func New(r Applier, fsm *FSM) *Store {
-	s := &Store{raft: r, fsm: fsm, queue: writeq.New[op](), pending: make(chan pending, inflight),
+	s := &Store{raft: r, fsm: fsm, queue: writeq.New[op](), pending: make(chan pending, 1),
 		stopped: make(chan struct{})}
 	go s.answer()
 	go s.write()
@@ -120,7 +128,8 @@ func (s *Store) Close() {
 }
 
 // write is the writer goroutine: it takes everything queued and hands it
-// to Raft as one entry (or several, past maxEntry), without waiting.
+// to Raft as one entry (or several, past maxEntry), each once the last
+// has been committed (or has failed).
 func (s *Store) write() {
 	defer close(s.pending)
 	index := make(map[uint64]int)
@@ -134,9 +143,9 @@ func (s *Store) write() {
 			n, entry := build(rest)
 			p := pending{ops: rest[:n:n]}
 			if entry != nil {
-				p.f = s.raft.Apply(entry, applyTimeout)
+				p.wrote, p.err = true, committed(s.raft.Apply(entry, applyTimeout))
 			}
-			s.pending <- p
+			s.pending <- p // answered while the next batch gathers
 			rest = rest[n:]
 		}
 	}
@@ -186,8 +195,7 @@ func splitMeta(kv []byte) (string, []byte) {
 	return string(kv), nil
 }
 
-// answer waits for each entry in the order handed to Raft and answers its
-// writes. A flush, or a batch that writes nothing, is answered with the
+// answer answers each entry's writes, in the order handed to Raft. A flush, or a batch that writes nothing, is answered with the
 // outcome of the entry before it: what it promises is that entry's
 // durability.
 func (s *Store) answer() {
@@ -195,19 +203,11 @@ func (s *Store) answer() {
 	var last error
 	for p := range s.pending {
 		err := last
-		if p.f != nil {
-			err = p.f.Error()
+		if p.wrote {
+			err, last = p.err, p.err
 			if err == nil {
-				if r, ok := p.f.Response().(error); ok {
-					err = r
-				}
-			}
-			if err != nil {
-				err = fmt.Errorf("replicated: not committed: %w", err)
-			} else {
 				s.entries.Add(1)
 			}
-			last = err
 		}
 		for _, o := range p.ops {
 			if o.done != nil {
@@ -215,6 +215,21 @@ func (s *Store) answer() {
 			}
 		}
 	}
+}
+
+// committed waits for an entry's commit: nil, or why it was not
+// committed (or was refused by the FSM, on every node alike).
+func committed(f raft.ApplyFuture) error {
+	err := f.Error()
+	if err == nil {
+		if r, ok := f.Response().(error); ok {
+			err = r
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("replicated: not committed: %w", err)
+	}
+	return nil
 }
 
 // cancelEnded turns the put of a job that a later delete in the same batch
