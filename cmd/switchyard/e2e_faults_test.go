@@ -294,12 +294,19 @@ func metricValue(t *testing.T, maddr, name string) float64 {
 
 // startFaultServer starts the server with the fault suite's budget and a
 // metrics port, and returns it, its metrics address and its RSS at rest.
-func startFaultServer(t *testing.T, args ...string) (*serverProc, string, int64) {
+func startFaultServer(t *testing.T) (*serverProc, string, int64) {
 	t.Helper()
-	s, others := startServerPorts(t, 2, append([]string{"-q", "builtin", "--max-memory", strconv.Itoa(faultBudget),
-		"--metrics-listen", "127.0.0.1:0"}, args...)...)
-	base := rssOf(t, s.cmd.Process.Pid)
+	s, others, base := startFaultServerPorts(t, 2, "--metrics-listen", "127.0.0.1:0")
 	return s, others[0], base
+}
+
+// startFaultServerPorts starts the server with the fault suite's budget
+// and args, listening on n ports in all (Gearman's among them), and
+// returns it, its other listeners' addresses and its RSS at start.
+func startFaultServerPorts(t *testing.T, n int, args ...string) (*serverProc, []string, int64) {
+	t.Helper()
+	s, others := startServerPorts(t, n, append([]string{"-q", "builtin", "--max-memory", strconv.Itoa(faultBudget)}, args...)...)
+	return s, others, rssOf(t, s.cmd.Process.Pid)
 }
 
 // Forty connections each send half of a 16 MiB packet and wait: the
@@ -312,41 +319,11 @@ func TestFaultPartialPackets(t *testing.T) {
 	p := startProbe(t, pid, s.addr)
 
 	const conns, size, sent = 40, 16 << 20, 8 << 20
-	chunk := make([]byte, 256<<10)
-	var attackers []net.Conn
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for range conns {
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		attackers = append(attackers, c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var h [12]byte
-			copy(h[:], "\x00REQ")
-			binary.BigEndian.PutUint32(h[4:], pSubmitJobBg)
-			binary.BigEndian.PutUint32(h[8:], size)
-			c.SetWriteDeadline(time.Now().Add(60 * time.Second))
-			if _, err := c.Write(h[:]); err != nil {
-				errs <- err
-				return
-			}
-			for n := 0; n < sent; n += len(chunk) {
-				if _, err := c.Write(chunk); err != nil {
-					// A connection the budget cut: allowed, counted below.
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("attacker: %v", err)
-	}
+	var h [12]byte
+	copy(h[:], "\x00REQ")
+	binary.BigEndian.PutUint32(h[4:], pSubmitJobBg)
+	binary.BigEndian.PutUint32(h[8:], size)
+	attackers := attack(t, s.addr, conns, h[:], sent)
 	// Every attacker's half packet is in: the server holds at most the
 	// budget of it.
 	waitUntil(t, 20*time.Second, "the attack's bytes counted", func() (bool, string) {
@@ -364,10 +341,8 @@ func TestFaultPartialPackets(t *testing.T) {
 // the budget lets it do so for what fits, closing the others first.
 func TestFaultMemoDBPartialMessages(t *testing.T) {
 	faultsOnly(t)
-	s, others := startServerPorts(t, 3, "-q", "builtin", "--max-memory", strconv.Itoa(faultBudget),
-		"--metrics-listen", "127.0.0.1:0", "--memodb-listen", "tcp://127.0.0.1:0")
+	s, others, base := startFaultServerPorts(t, 3, "--metrics-listen", "127.0.0.1:0", "--memodb-listen", "tcp://127.0.0.1:0")
 	pid := s.cmd.Process.Pid
-	base := rssOf(t, pid)
 	maddr, naddr := others[0], others[1]
 	if !speaksSP(naddr) {
 		maddr, naddr = naddr, maddr
@@ -378,31 +353,8 @@ func TestFaultMemoDBPartialMessages(t *testing.T) {
 	p := startProbe(t, pid, s.addr)
 
 	const conns, size, sent = 40, 60 << 20, 8 << 20
-	chunk := make([]byte, 256<<10)
-	var attackers []net.Conn
-	var wg sync.WaitGroup
-	for range conns {
-		c, err := net.Dial("tcp", naddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		attackers = append(attackers, c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.SetWriteDeadline(time.Now().Add(60 * time.Second))
-			head := append([]byte{0, 'S', 'P', 0, 0, 48, 0, 0}, binary.BigEndian.AppendUint64(nil, size)...)
-			if _, err := c.Write(head); err != nil {
-				return
-			}
-			for n := 0; n < sent; n += len(chunk) {
-				if _, err := c.Write(chunk); err != nil {
-					return // a connection the budget closed
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	head := append([]byte{0, 'S', 'P', 0, 0, 48, 0, 0}, binary.BigEndian.AppendUint64(nil, size)...)
+	attackers := attack(t, naddr, conns, head, sent)
 	waitUntil(t, 20*time.Second, "the budget refusing messages", func() (bool, string) {
 		refused := metricValue(t, maddr, "switchyard_memory_budget_refused_total")
 		held := metricValue(t, maddr, "switchyard_memory_held_bytes")
@@ -428,6 +380,44 @@ func speaksSP(addr string) bool {
 	return err == nil && h == [8]byte{0, 'S', 'P', 0, 0, 49, 0, 0}
 }
 
+// attack opens conns connections to addr, each of which writes head and
+// then sent bytes as fast as the server takes them, and returns them,
+// open, once every one is done: a write that fails (a connection the
+// budget closed) ends its connection's part; a head that cannot be
+// written fails the test.
+func attack(t *testing.T, addr string, conns int, head []byte, sent int) []net.Conn {
+	t.Helper()
+	chunk := make([]byte, 256<<10)
+	var attackers []net.Conn
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attackers = append(attackers, c)
+		wg.Go(func() {
+			c.SetWriteDeadline(time.Now().Add(60 * time.Second))
+			if _, err := c.Write(head); err != nil {
+				errs <- err
+				return
+			}
+			for n := 0; n < sent; n += len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					return // a connection the budget cut: allowed, counted by the caller
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("attacker: %v", err)
+	}
+	return attackers
+}
+
 // closeAndSettle checks that the server holds no more than the budget,
 // closes the attack's connections, and waits for what they held to be
 // given back and the RSS to settle.
@@ -451,10 +441,8 @@ func closeAndSettle(t *testing.T, pid int, maddr string, base int64, conns []net
 // idle for the body deadline (30 s), with no 200.
 func TestFaultHTTPSlowBodies(t *testing.T) {
 	faultsOnly(t)
-	s, others := startServerPorts(t, 2, "-q", "builtin", "--max-memory", strconv.Itoa(faultBudget),
-		"-r", "http", "--http-port", "0")
+	s, others, base := startFaultServerPorts(t, 2, "-r", "http", "--http-port", "0")
 	pid := s.cmd.Process.Pid
-	base := rssOf(t, pid)
 	haddr := others[0]
 	p := startProbe(t, pid, s.addr)
 

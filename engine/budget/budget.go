@@ -161,6 +161,21 @@ func (h *Holder) Give(n int64) {
 	h.b.moved(h.b.used.Add(-n))
 }
 
+// Follow brings what h has taken for a stream that a library reads on a
+// connection's behalf, *taken, to want: Take for more, Give for less;
+// false if the budget cannot give more. The caller serialises its calls,
+// and makes none once it has called Release.
+func (h *Holder) Follow(taken *int64, want int64) bool {
+	switch d := want - *taken; {
+	case d > 0 && !h.Take(d):
+		return false
+	case d < 0:
+		h.Give(-d)
+	}
+	*taken = want
+	return true
+}
+
 // Release gives back everything h holds and forgets it: its connection
 // is gone.
 func (h *Holder) Release() {

@@ -169,3 +169,32 @@ func TestPressure(t *testing.T) {
 	z.OnPressure(func(bool) { t.Fatal("pressure on a budget of 0") })
 	z.Hold(func() {}).Set(1 << 40)
 }
+
+// Follow takes and gives what a stream's count moves by, and refuses what
+// the budget cannot give, leaving what was taken as it was.
+func TestFollow(t *testing.T) {
+	b := New(100)
+	h := b.Hold(func() {})
+	var taken int64
+	for _, tc := range []struct {
+		want     int64
+		ok       bool
+		taken    int64
+		budgeted int64
+	}{
+		{60, true, 60, 60},
+		{60, true, 60, 60},
+		{101, false, 60, 60},
+		{20, true, 20, 20},
+		{100, true, 100, 100},
+		{0, true, 0, 0},
+	} {
+		if ok := h.Follow(&taken, tc.want); ok != tc.ok || taken != tc.taken || b.Used() != tc.budgeted {
+			t.Fatalf("Follow to %d: %v, taken %d, used %d; want %v, %d, %d", tc.want, ok, taken, b.Used(), tc.ok, tc.taken, tc.budgeted)
+		}
+	}
+	var none *Holder // no budget: everything is allowed
+	if !none.Follow(&taken, 1<<40) || taken != 1<<40 {
+		t.Fatal("a nil holder refused")
+	}
+}

@@ -457,22 +457,12 @@ func (c *guardConn) Read(p []byte) (int, error) {
 // scanner says zmq4 holds; false if the budget cannot give it (before
 // zmq4 has read the header that asks for it).
 func (c *guardConn) account() bool {
-	d := c.scan.held - c.taken
-	if d == 0 {
+	if c.scan.held == c.taken {
 		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.closed:
-		return false
-	case d > 0 && !c.hold.Take(d):
-		return false
-	case d < 0:
-		c.hold.Give(-d)
-	}
-	c.taken = c.scan.held
-	return true
+	return !c.closed && c.hold.Follow(&c.taken, c.scan.held)
 }
 
 // Write implements net.Conn for zmq4: p is queued for the connection's

@@ -258,22 +258,13 @@ func (c *meteredConn) scan(b []byte) bool {
 
 // account brings what hold has to what the stream says mangos holds.
 func (c *meteredConn) account() bool {
-	d := c.held + c.last - c.taken
-	if d == 0 {
+	want := c.held + c.last
+	if want == c.taken {
 		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.closed:
-		return false
-	case d > 0 && !c.hold.Take(d):
-		return false
-	case d < 0:
-		c.hold.Give(-d)
-	}
-	c.taken += d
-	return true
+	return !c.closed && c.hold.Follow(&c.taken, want)
 }
 
 func (c *meteredConn) Close() error {
