@@ -207,7 +207,7 @@ func (c *Cluster) Leader(ctx context.Context) (*ClusterNode, error) {
 			if role != "leader" {
 				continue
 			}
-			if pid, err := getpidAt(n.Addr("gearman")); err == nil && pid == n.PID() {
+			if pid, err := GetpidAt(n.Addr("gearman"), time.Second); err == nil && pid == n.PID() {
 				leader = n
 				return true, ""
 			}
@@ -239,7 +239,7 @@ func (c *Cluster) WaitServing(ctx context.Context, n *ClusterNode) error {
 		if err := n.Alive(); err != nil {
 			return false, err.Error()
 		}
-		pid, err := getpidAt(n.Addr("gearman"))
+		pid, err := GetpidAt(n.Addr("gearman"), time.Second)
 		return err == nil && pid == l.PID(), fmt.Sprintf("getpid through %s: %d, %v; the leader, %s, is %d", n.ID, pid, err, l.ID, l.PID())
 	})
 }
@@ -567,31 +567,4 @@ func AdminCommand(addr, cmd string) (string, error) {
 			return s, nil
 		}
 	}
-}
-
-// getpidAt asks addr's admin port for the server's pid. A relay with no
-// leader holds a connection for seconds: the answer is waited for for at
-// most a second.
-func getpidAt(addr string) (int, error) {
-	if addr == "" {
-		return 0, errors.New("no address")
-	}
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("getpid\n")); err != nil {
-		return 0, err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(line)
-	if len(f) != 2 || f[0] != "OK" {
-		return 0, fmt.Errorf("getpid: %q", line)
-	}
-	return strconv.Atoi(f[1])
 }

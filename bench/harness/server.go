@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,20 +146,42 @@ func (s *Server) waitAccepting(ctx context.Context, want int, timeout time.Durat
 // "getpid" with pid ("OK 1234"). Another protocol's listener does not: a
 // Periodic server closes a connection whose first bytes are not its magic.
 func answersGetpid(addr string, pid int) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	got, err := GetpidAt(addr, 2*time.Second)
+	return err == nil && got == pid
+}
+
+// Getpid asks the admin command "getpid" on an open connection to a
+// Gearman port and reads the server's pid from its "OK 1234", waiting at
+// most wait.
+func Getpid(c net.Conn, wait time.Duration) (int, error) {
+	_ = c.SetDeadline(time.Now().Add(wait))
+	if _, err := io.WriteString(c, "getpid\n"); err != nil {
+		return 0, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
-		return false
+		return 0, err
+	}
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "OK" {
+		return 0, fmt.Errorf("getpid: %q", line)
+	}
+	return strconv.Atoi(f[1])
+}
+
+// GetpidAt is Getpid on a connection of its own to addr, dialled and
+// answered within wait each. (A cluster node's relay with no leader holds
+// a connection for seconds.)
+func GetpidAt(addr string, wait time.Duration) (int, error) {
+	if addr == "" {
+		return 0, errors.New("no address")
+	}
+	conn, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		return 0, err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte("getpid\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return false
-	}
-	return slices.Contains(strings.Fields(line), strconv.Itoa(pid))
+	return Getpid(conn, wait)
 }
 
 // PID is the server's process id.

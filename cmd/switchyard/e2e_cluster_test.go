@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/bench/harness"
 	codec "switchyard/codec/memodb"
 )
 
@@ -169,7 +170,7 @@ func (c *testClusterE2E) waitServing(n *clusterNode) {
 		if l == nil {
 			return false, "no leader"
 		}
-		pid, err := getpidAt(n.addr("gearman"))
+		pid, err := harness.GetpidAt(n.addr("gearman"), 2*time.Second)
 		return err == nil && pid == l.proc.cmd.Process.Pid, fmt.Sprintf("getpid %d, %v; leader %s", pid, err, l.id)
 	})
 }
@@ -204,18 +205,6 @@ func (c *testClusterE2E) admin(n *clusterNode, cmd, want string) {
 	if err != nil || got != want {
 		c.t.Fatalf("%s: %q: %q, %v; want %q", n.id, cmd, got, err, want)
 	}
-}
-
-func getpidAt(addr string) (int, error) {
-	if addr == "" {
-		return 0, fmt.Errorf("no address")
-	}
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	return adminGetpid(conn)
 }
 
 // adminAt sends one admin command and reads its reply: a line, or a

@@ -107,7 +107,7 @@ func TestE2EDaemonSighup(t *testing.T) {
 			return err
 		}
 		defer c.Close()
-		got, err := adminGetpid(c)
+		got, err := harness.Getpid(c, 2*time.Second)
 		if err == nil && got != pid {
 			err = fmt.Errorf("getpid %d, want %d", got, pid)
 		}

@@ -288,7 +288,7 @@ func startBinaryPorts(t *testing.T, bin string, n int, extraArgs ...string) (*se
 			if err != nil {
 				continue
 			}
-			pid, perr := adminGetpid(c)
+			pid, perr := harness.Getpid(c, 2*time.Second)
 			c.Close()
 			if perr == nil && pid == cmd.Process.Pid {
 				s.addr, s.port = a.String(), int(a.Port())
@@ -409,23 +409,6 @@ func hasPeriodicListen(args []string) bool {
 		}
 	}
 	return false
-}
-
-// adminGetpid asks "getpid" on an open connection.
-func adminGetpid(c net.Conn) (int, error) {
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.WriteString(c, "getpid\r\n"); err != nil {
-		return 0, err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(line)
-	if len(f) != 2 || f[0] != "OK" {
-		return 0, fmt.Errorf("getpid: %q", line)
-	}
-	return strconv.Atoi(f[1])
 }
 
 // stop terminates the server (SIGTERM, SIGKILL after WaitDelay) and waits.
