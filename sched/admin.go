@@ -83,20 +83,32 @@ const chunk = 4096
 // held; the slice is reused once fn returns. Functions created or dropped
 // meanwhile may or may not be seen, and none is seen twice.
 func (s *Sched) FuncsChunked(fn func([]FuncStat)) {
-	buf := make([]FuncStat, 0, chunk)
+	eachChunk(s, chunk, chunk, func(buf []FuncStat, f *function, now int64) []FuncStat {
+		return append(buf, statOf(f, now))
+	}, fn)
+}
+
+// eachChunk is the walk of FuncsChunked and its kin: add appends what a
+// function gives (perhaps nothing) under its shard's lock, as of now (a
+// latency reading); once the buffer holds full entries, fn has them with
+// no lock held, and the buffer, cleared, is reused. size is the buffer's
+// first capacity.
+func eachChunk[T any](s *Sched, size, full int, add func(buf []T, f *function, now int64) []T, fn func([]T)) {
+	buf := make([]T, 0, size)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		now := s.latency()
 		for _, f := range sh.funcs {
-			buf = append(buf, statOf(f, now))
-			if len(buf) == chunk {
+			buf = add(buf, f, now)
+			if len(buf) > 0 && len(buf) >= full {
 				// Let the shard's traffic in. A range over a map may go on
 				// after the map changed: what was added may be missed,
 				// what was deleted before being reached is, and nothing
 				// comes twice.
 				sh.mu.Unlock()
 				fn(buf)
+				clear(buf)
 				buf = buf[:0]
 				sh.mu.Lock()
 				now = s.latency()

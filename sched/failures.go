@@ -173,26 +173,11 @@ func (s *Sched) FailuresChunked(fn func([]Failure)) {
 	if s.failKeep == 0 {
 		return
 	}
-	buf := make([]Failure, 0, chunk)
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for _, f := range sh.funcs {
-			if f.fails == nil {
-				continue
-			}
-			buf = appendFailures(buf, f)
-			if len(buf) >= chunk-s.failKeep {
-				sh.mu.Unlock()
-				fn(buf)
-				clear(buf)
-				buf = buf[:0]
-				sh.mu.Lock()
-			}
+	// Handed on before a function's failures could overflow a chunk.
+	eachChunk(s, chunk, chunk-s.failKeep, func(buf []Failure, f *function, _ int64) []Failure {
+		if f.fails == nil {
+			return buf
 		}
-		sh.mu.Unlock()
-	}
-	if len(buf) > 0 {
-		fn(buf)
-	}
+		return appendFailures(buf, f)
+	}, fn)
 }

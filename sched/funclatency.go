@@ -118,27 +118,12 @@ func (s *Sched) FuncLatencies(fn func([]FuncLatency)) {
 	if !s.timed {
 		return
 	}
-	buf := make([]FuncLatency, 0, latencyChunk)
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		now := s.latency()
-		for _, f := range sh.funcs {
-			if f.lat == nil {
-				continue
-			}
-			buf = append(buf, FuncLatency{})
-			latencyOf(f, now, &buf[len(buf)-1])
-			if len(buf) == latencyChunk {
-				sh.mu.Unlock()
-				fn(buf)
-				buf = buf[:0]
-				sh.mu.Lock()
-			}
+	eachChunk(s, latencyChunk, latencyChunk, func(buf []FuncLatency, f *function, now int64) []FuncLatency {
+		if f.lat == nil {
+			return buf
 		}
-		sh.mu.Unlock()
-	}
-	if len(buf) > 0 {
-		fn(buf)
-	}
+		buf = append(buf, FuncLatency{})
+		latencyOf(f, now, &buf[len(buf)-1])
+		return buf
+	}, fn)
 }
