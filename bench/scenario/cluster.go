@@ -123,10 +123,7 @@ func jetstreamBackground(ctx context.Context, t Target, p Params, via string, ou
 	res.err = runAll(p.Clients, "publisher", func(int) (load.ClientResult, error) { return pub.Run(ctx, ph) }, res.add)
 	took := time.Since(begin)
 	cpu.perJob(out, res.finished)
-	out.Jobs = res.finished
-	out.Seconds = took.Seconds()
-	out.JobsPerSec = float64(res.finished) / took.Seconds()
-	out.Latency = record.Summarize(res.latency)
+	recordJobs(out, res.finished, took, res.latency)
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
 	}

@@ -186,6 +186,15 @@ func (pool *workerPool) stop() (int64, error) {
 	return pool.jobs, errors.Join(firstErrors(pool.errs)...)
 }
 
+// recordJobs fills out from a closed-loop phase: jobs finished in took,
+// and their latencies.
+func recordJobs(out *record.Run, jobs int64, took time.Duration, latency *hdrhistogram.Histogram) {
+	out.Jobs = jobs
+	out.Seconds = took.Seconds()
+	out.JobsPerSec = float64(jobs) / took.Seconds()
+	out.Latency = record.Summarize(latency)
+}
+
 // clientsResult is the sum of several clients' results.
 type clientsResult struct {
 	measured, finished, submitted, failed, abandoned int64
@@ -335,10 +344,7 @@ func runBackground(ctx context.Context, t Target, p Params, out *record.Run) err
 	begin := time.Now()
 	ph := &load.Phase{Start: begin, End: begin.Add(p.Duration), Budget: load.NewBudget(int64(p.Jobs)), Grace: grace}
 	res, took := fill(ctx, t, p, function, ph, out)
-	out.Jobs = res.finished
-	out.Seconds = took.Seconds()
-	out.JobsPerSec = float64(res.finished) / took.Seconds()
-	out.Latency = record.Summarize(res.latency)
+	recordJobs(out, res.finished, took, res.latency)
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
 	}
@@ -365,10 +371,7 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 	ph := &load.Phase{Start: time.Now(), Budget: load.NewBudget(int64(p.Jobs)), Progress: progress, Grace: grace}
 	res, took := fill(fillCtx, t, p, function, ph, out)
 	cancel()
-	out.Jobs = res.finished
-	out.Seconds = took.Seconds()
-	out.JobsPerSec = float64(res.finished) / took.Seconds()
-	out.Latency = record.Summarize(res.latency)
+	recordJobs(out, res.finished, took, res.latency)
 	var errs []error
 	if res.err != nil {
 		errs = append(errs, res.err)

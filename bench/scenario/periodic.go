@@ -168,10 +168,7 @@ func runPeriodicSubmit(ctx context.Context, t Target, p Params, out *record.Run)
 	res := periodicClients(ctx, p.Clients, client, ph)
 	took := time.Since(begin)
 	cpu.perJob(out, res.finished)
-	out.Jobs = res.finished
-	out.Seconds = took.Seconds()
-	out.JobsPerSec = float64(res.finished) / took.Seconds()
-	out.Latency = record.Summarize(res.latency)
+	recordJobs(out, res.finished, took, res.latency)
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
 	}
@@ -342,10 +339,7 @@ func runPeriodicDelayed(ctx context.Context, t Target, p Params, out *record.Run
 	took := time.Since(begin)
 	cancel()
 	cpu.perJob(out, res.finished)
-	out.Jobs = res.finished
-	out.Seconds = took.Seconds()
-	out.JobsPerSec = float64(res.finished) / took.Seconds()
-	out.Latency = record.Summarize(res.latency)
+	recordJobs(out, res.finished, took, res.latency)
 	var errs []error
 	if res.err != nil {
 		errs = append(errs, res.err)
