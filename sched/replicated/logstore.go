@@ -27,9 +27,19 @@ import (
 type LogStore struct {
 	db *pebble.DB
 
-	mu          sync.Mutex // guards first and last
+	mu          sync.Mutex // guards first, last and recent
 	first, last uint64
+	// recent holds the entries last stored, each at its index modulo
+	// recentEntries. A leader reads each entry it has just written once
+	// per follower as it sends it, and the one before it for its term
+	// (hashicorp/raft's replication); read from Pebble, each was decoded
+	// and copied: 11% of the leader's CPU in cluster-bg.
+	recent [recentEntries]*raft.Log
 }
+
+// recentEntries is how many entries LogStore keeps in memory. It keeps
+// none larger than maxEntry (those are read from disk), so 8 MiB at most.
+const recentEntries = 8
 
 const (
 	keyLog    = 'l'
@@ -100,6 +110,13 @@ func (s *LogStore) LastIndex() (uint64, error) {
 
 // GetLog reads entry index into l (raft.LogStore).
 func (s *LogStore) GetLog(index uint64, l *raft.Log) error {
+	s.mu.Lock()
+	if r := s.recent[index%recentEntries]; r != nil && r.Index == index {
+		*l = *r // raft changes neither (its own LogCache shares them too)
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
 	v, closer, err := s.db.Get(logKey(index))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return raft.ErrLogNotFound
@@ -140,6 +157,11 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		s.first = logs[0].Index
 	}
 	s.last = max(s.last, logs[len(logs)-1].Index)
+	for _, l := range logs {
+		if len(l.Data) <= maxEntry {
+			s.recent[l.Index%recentEntries] = l
+		}
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -147,6 +169,13 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 // DeleteRange removes entries min to max, inclusive (raft.LogStore): a
 // prefix the snapshot covers, or a suffix a new leader overrules.
 func (s *LogStore) DeleteRange(lo, hi uint64) error {
+	s.mu.Lock()
+	for i, r := range s.recent {
+		if r != nil && r.Index >= lo && r.Index <= hi {
+			s.recent[i] = nil
+		}
+	}
+	s.mu.Unlock()
 	if err := s.db.DeleteRange(logKey(lo), logKey(hi+1), pebble.Sync); err != nil {
 		return err
 	}

@@ -74,8 +74,21 @@ func TestLogStore(t *testing.T) {
 	if f, l := edges(t, s); f != 4 || l != 8 {
 		t.Fatalf("after deletes: %d..%d, want 4..8", f, l)
 	}
-	if err := s.GetLog(2, &l); !errors.Is(err, raft.ErrLogNotFound) {
-		t.Errorf("a deleted entry: %v", err)
+	// 2 was read from disk, 9 from the entries kept in memory.
+	for _, i := range []uint64{2, 9} {
+		if err := s.GetLog(i, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Errorf("deleted entry %d: %v", i, err)
+		}
+	}
+	// An overruled entry written again reads as written.
+	if err := s.StoreLog(&raft.Log{Index: 9, Term: 7, Type: raft.LogCommand, Data: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GetLog(9, &l); err != nil || l.Term != 7 || string(l.Data) != "new" {
+		t.Errorf("entry 9 rewritten: %+v, %v", l, err)
+	}
+	if err := s.DeleteRange(9, 9); err != nil {
+		t.Fatal(err)
 	}
 
 	// Stable values.
