@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,13 +14,14 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// LogStore keeps Raft's log and its stable values (term, vote) in a Pebble
-// database of its own: raft.LogStore and raft.StableStore. Every write is
-// synced before it returns, as Raft requires; Pebble's commit pipeline
-// syncs concurrent writes (the leader's appends, a follower's) together.
+// LogStore keeps Raft's log and its stable values (term, vote):
+// raft.LogStore and raft.StableStore. The entries are in segment files of
+// their own (segments), the stable values in a Pebble database. Every
+// write is synced before it returns, as Raft requires.
 //
-// Keys: 'l' and the index (8 bytes, big-endian) for an entry, so entries
-// sort by index; 's' and the key for a stable value.
+// Pebble's keys: 's' and the key for a stable value. Before the segment
+// files, entries were there too, under 'l' and the index (8 bytes,
+// big-endian); a log written so is moved to segments when opened.
 //
 // It does not track the commit index (raft.CommitTrackingLogStore): with
 // RestoreCommittedLogs, hashicorp/raft v1.8.0 replays the committed entries
@@ -25,14 +29,14 @@ import (
 // restarted that way knows no member, itself included, so it can never
 // stand for election.
 type LogStore struct {
-	db *pebble.DB
+	db   *pebble.DB
+	segs *segments
 
-	mu          sync.Mutex // guards first, last and recent
-	first, last uint64
+	mu sync.Mutex // guards recent
 	// recent holds the entries last stored, each at its index modulo
 	// recentEntries. A leader reads each entry it has just written once
 	// per follower as it sends it, and the one before it for its term
-	// (hashicorp/raft's replication); read from Pebble, each was decoded
+	// (hashicorp/raft's replication); read from disk, each was decoded
 	// and copied: 11% of the leader's CPU in cluster-bg.
 	recent [recentEntries]*raft.Log
 }
@@ -46,66 +50,84 @@ const (
 	keyStable = 's'
 )
 
+// segmentsDir is where, in the store's directory, the entries are.
+const segmentsDir = "segments"
+
 // errNotFound is what raft expects of a stable key that is not there (it
 // compares the text).
 var errNotFound = errors.New("not found")
 
 // OpenLogStore opens (or creates) the log in dir.
 func OpenLogStore(dir string) (*LogStore, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, MemTableSize: 32 << 20})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		return nil, fmt.Errorf("raft log %s: %w", dir, err)
 	}
 	s := &LogStore{db: db}
-	if s.first, err = s.edge(true); err == nil {
-		s.last, err = s.edge(false)
+	if s.segs, err = openSegments(filepath.Join(dir, segmentsDir), segSize); err == nil {
+		err = s.moveEntries()
 	}
 	if err != nil {
+		if s.segs != nil {
+			s.segs.close()
+		}
 		db.Close()
 		return nil, fmt.Errorf("raft log %s: %w", dir, err)
 	}
 	return s, nil
 }
 
-// edge reads the first (or last) index in the log, 0 if it is empty.
-func (s *LogStore) edge(first bool) (uint64, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{keyLog}, UpperBound: []byte{keyLog + 1}})
+// moveEntries moves the entries an earlier version kept in Pebble to the
+// segments: all of them, written again if a move was cut short, then
+// removed from Pebble.
+func (s *LogStore) moveEntries() error {
+	lo, hi := []byte{keyLog}, []byte{keyLog + 1}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer it.Close()
-	ok := it.Last()
-	if first {
-		ok = it.First()
+	var bodies [][]byte
+	var first uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		index := binary.BigEndian.Uint64(it.Key()[1:])
+		if len(bodies) == 0 {
+			first = index
+		} else if index != first+uint64(len(bodies)) {
+			it.Close()
+			return fmt.Errorf("entries to move: %d follows %d", index, first+uint64(len(bodies))-1)
+		}
+		bodies = append(bodies, slices.Clone(it.Value()))
 	}
-	if !ok {
-		return 0, it.Error()
+	if err := errors.Join(it.Error(), it.Close()); err != nil || len(bodies) == 0 {
+		return err
 	}
-	return binary.BigEndian.Uint64(it.Key()[1:]), nil
+	if f, _ := s.segs.bounds(); f != 0 {
+		if err := s.segs.deleteRange(f, math.MaxUint64); err != nil {
+			return err
+		}
+	}
+	if err := s.segs.append(first, bodies); err != nil {
+		return err
+	}
+	return s.db.DeleteRange(lo, hi, pebble.Sync)
 }
 
-func logKey(index uint64) []byte {
-	k := make([]byte, 9)
-	k[0] = keyLog
-	binary.BigEndian.PutUint64(k[1:], index)
-	return k
+// Close closes the log and the database.
+func (s *LogStore) Close() error {
+	s.segs.close()
+	return s.db.Close()
 }
-
-// Close closes the database.
-func (s *LogStore) Close() error { return s.db.Close() }
 
 // FirstIndex is the first index written, 0 for none (raft.LogStore).
 func (s *LogStore) FirstIndex() (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.first, nil
+	first, _ := s.segs.bounds()
+	return first, nil
 }
 
 // LastIndex is the last index written, 0 for none (raft.LogStore).
 func (s *LogStore) LastIndex() (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last, nil
+	_, last := s.segs.bounds()
+	return last, nil
 }
 
 // GetLog reads entry index into l (raft.LogStore).
@@ -117,15 +139,15 @@ func (s *LogStore) GetLog(index uint64, l *raft.Log) error {
 		return nil
 	}
 	s.mu.Unlock()
-	v, closer, err := s.db.Get(logKey(index))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return raft.ErrLogNotFound
-	}
+	var body []byte
+	ok, err := s.segs.read(index, &body)
 	if err != nil {
 		return err
 	}
-	defer closer.Close()
-	if err := decodeLog(v, l); err != nil {
+	if !ok {
+		return raft.ErrLogNotFound
+	}
+	if err := decodeLog(body, l); err != nil {
 		return fmt.Errorf("raft log entry %d: %w", index, err)
 	}
 	l.Index = index
@@ -135,28 +157,23 @@ func (s *LogStore) GetLog(index uint64, l *raft.Log) error {
 // StoreLog writes one entry (raft.LogStore).
 func (s *LogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs writes entries, synced (raft.LogStore).
+// StoreLogs writes entries, which follow each other, synced
+// (raft.LogStore).
 func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	var buf []byte
-	for _, l := range logs {
-		buf = encodeLog(buf[:0], l)
-		if err := b.Set(logKey(l.Index), buf, nil); err != nil {
-			return err
+	bodies := make([][]byte, len(logs))
+	for i, l := range logs {
+		if l.Index != logs[0].Index+uint64(i) {
+			return fmt.Errorf("raft log: entries %d and %d stored together", logs[0].Index, l.Index)
 		}
+		bodies[i] = encodeLog(nil, l)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.segs.append(logs[0].Index, bodies); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if s.first == 0 || logs[0].Index < s.first {
-		s.first = logs[0].Index
-	}
-	s.last = max(s.last, logs[len(logs)-1].Index)
 	for _, l := range logs {
 		if len(l.Data) <= maxEntry {
 			s.recent[l.Index%recentEntries] = l
@@ -176,21 +193,7 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 		}
 	}
 	s.mu.Unlock()
-	if err := s.db.DeleteRange(logKey(lo), logKey(hi+1), pebble.Sync); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if lo <= s.first {
-		s.first = hi + 1
-	}
-	if hi >= s.last {
-		s.last = lo - 1
-	}
-	if s.first > s.last {
-		s.first, s.last = 0, 0
-	}
-	return nil
+	return s.segs.deleteRange(lo, hi)
 }
 
 // Set writes a stable value, synced (raft.StableStore).
