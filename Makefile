@@ -165,8 +165,10 @@ fuzz:
 	$(GO) test ./engine/gearhttp -run '^$$' -fuzz '^FuzzFraming$$' -fuzztime 800000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime 400000x
 	$(GO) test ./engine/dwork -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 1400000x
+	$(GO) test ./engine/memodb -run '^$$' -fuzz '^FuzzMeteredScan$$' -fuzztime 1m
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 2000000x
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeLog$$' -fuzztime 2000000x
+	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime 15000x
 	$(GO) test ./sched/durable -run '^$$' -fuzz '^FuzzMark$$' -fuzztime 1200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,

@@ -1,5 +1,5 @@
 // Package logstore compares the Raft log store switchyard's cluster
-// uses (sched/replicated.LogStore, on Pebble) with raft-boltdb/v2 v2.3.1
+// uses (sched/replicated.LogStore: segment files) with raft-boltdb/v2 v2.3.1
 // (bbolt), the hashicorp/raft log store most projects use, on the writes
 // and reads a switchyard leader makes: StoreLogs of entries as the
 // replicated store builds them (a writer batch of background submits, one
@@ -33,7 +33,7 @@ var stores = []struct {
 	name string
 	open func(dir string) (logStore, error)
 }{
-	{"pebble", func(dir string) (logStore, error) { return replicated.OpenLogStore(filepath.Join(dir, "log")) }},
+	{"segments", func(dir string) (logStore, error) { return replicated.OpenLogStore(filepath.Join(dir, "log")) }},
 	{"boltdb", func(dir string) (logStore, error) {
 		return raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	}},
