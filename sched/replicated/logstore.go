@@ -78,36 +78,46 @@ func OpenLogStore(dir string) (*LogStore, error) {
 }
 
 // moveEntries moves the entries an earlier version kept in Pebble to the
-// segments: all of them, written again if a move was cut short, then
-// removed from Pebble.
+// segments, a few at a time: all of them, written again if a move was cut
+// short, then removed from Pebble.
 func (s *LogStore) moveEntries() error {
 	lo, hi := []byte{keyLog}, []byte{keyLog + 1}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
-	var bodies [][]byte
-	var first uint64
-	for ok := it.First(); ok; ok = it.Next() {
-		index := binary.BigEndian.Uint64(it.Key()[1:])
-		if len(bodies) == 0 {
-			first = index
-		} else if index != first+uint64(len(bodies)) {
-			it.Close()
-			return fmt.Errorf("entries to move: %d follows %d", index, first+uint64(len(bodies))-1)
-		}
-		bodies = append(bodies, slices.Clone(it.Value()))
-	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil || len(bodies) == 0 {
-		return err
+	defer it.Close()
+	if !it.First() {
+		return it.Error()
 	}
 	if f, _ := s.segs.bounds(); f != 0 {
 		if err := s.segs.deleteRange(f, math.MaxUint64); err != nil {
 			return err
 		}
 	}
-	if err := s.segs.append(first, bodies); err != nil {
+	const chunk = 64
+	var bodies [][]byte
+	next := binary.BigEndian.Uint64(it.Key()[1:])
+	for ok := true; ok; ok = it.Next() {
+		index := binary.BigEndian.Uint64(it.Key()[1:])
+		if index != next+uint64(len(bodies)) {
+			return fmt.Errorf("entries to move: %d follows %d", index, next+uint64(len(bodies))-1)
+		}
+		bodies = append(bodies, slices.Clone(it.Value()))
+		if len(bodies) == chunk {
+			if err := s.segs.append(next, bodies); err != nil {
+				return err
+			}
+			next, bodies = next+chunk, bodies[:0]
+		}
+	}
+	if err := it.Error(); err != nil {
 		return err
+	}
+	if len(bodies) > 0 {
+		if err := s.segs.append(next, bodies); err != nil {
+			return err
+		}
 	}
 	return s.db.DeleteRange(lo, hi, pebble.Sync)
 }

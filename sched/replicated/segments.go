@@ -23,13 +23,13 @@ import (
 // 220, and 1.2 ms against 0.8 with the CPUs busy).
 //
 // Each file (a segment) is named by the index of its first entry and is
-// written full of zeros (8 MiB) before its first entry, so that a sync writes the
-// data and no new size or extent to the file system's journal, which the
-// nodes on one disk share. An entry is a header (length, CRC-32C of the
-// index and the body, index) and its body (encodeLog). Reading a segment
-// stops at the first header of zeros, or one that does not check: what
-// follows the last synced entry, after a crash, is zeros or a torn write,
-// and start-up zeroes it (see open).
+// written full of zeros (8 MiB) before its first entry, so that a sync
+// writes the data and no new size or extent to the file system's journal,
+// which the nodes on one disk share. An entry is a header (length,
+// CRC-32C of the index and the body, index) and its body (encodeLog).
+// Reading a segment stops at the first header of zeros, or one that does
+// not check: what follows the last synced entry, after a crash, is zeros
+// or a torn write, and start-up zeroes it (see openSegments).
 type segments struct {
 	dir  string
 	size int64 // of a segment, filled; one entry larger gets one its size
@@ -64,7 +64,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-var errSegEnd = errors.New("end of segment")
+// errSegEnd is what readEntry finds where no entry checks: zeros, a torn
+// write, or another index than the one wanted.
+var errSegEnd = errors.New("no entry that checks")
 
 // openSegments reads the segments in dir (made if missing), new ones to
 // be size bytes. A segment

@@ -246,7 +246,8 @@ func TestLogStoreMovesEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(7); i <= 12; i++ {
+	const last = 7 + 150 // over two of moveEntries' chunks
+	for i := uint64(7); i <= last; i++ {
 		v := encodeLog(nil, &raft.Log{Term: 2, Type: raft.LogCommand, Data: []byte{byte(i)}})
 		if err := db.Set(logKey(i), v, pebble.Sync); err != nil {
 			t.Fatal(err)
@@ -258,12 +259,14 @@ func TestLogStoreMovesEntries(t *testing.T) {
 	db.Close()
 	for range 2 { // moved, then already moved
 		s := openLogs(t, dir)
-		if f, l := edges(t, s); f != 7 || l != 12 {
-			t.Fatalf("log %d..%d, want 7..12", f, l)
+		if f, l := edges(t, s); f != 7 || l != last {
+			t.Fatalf("log %d..%d, want 7..%d", f, l, last)
 		}
-		var l raft.Log
-		if err := s.GetLog(9, &l); err != nil || l.Term != 2 || l.Data[0] != 9 {
-			t.Fatalf("entry 9: %+v, %v", l, err)
+		for _, i := range []uint64{7, 9, 70, 71, 135, last} {
+			var l raft.Log
+			if err := s.GetLog(i, &l); err != nil || l.Term != 2 || l.Data[0] != byte(i) {
+				t.Fatalf("entry %d: %+v, %v", i, l, err)
+			}
 		}
 		if v, err := s.GetUint64([]byte("CurrentTerm")); err != nil || v != 2 {
 			t.Fatalf("term %d, %v", v, err)
