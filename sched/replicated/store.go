@@ -12,6 +12,9 @@
 // reads the FSM once, when it takes over (Load), exactly as a restarted
 // server reads its disk.
 //
+// After a commit the writer lingers for the submitters it answered (see
+// write).
+//
 // One entry at a time, not a pipeline: each entry Raft dispatches costs
 // every node a synced write of its log, and with entries handed over as
 // they came (up to 64 unanswered) the nodes synced 400-450 times a second
@@ -63,6 +66,9 @@ type Store struct {
 	// pending carries each entry's outcome, in order, to answer.
 	pending chan pending
 	stopped chan struct{}
+	// maxLinger bounds the writer's wait for the submitters a commit
+	// answered (maxLinger; tests may set more).
+	maxLinger time.Duration
 
 	entries   atomic.Uint64 // entries committed
 	cancelled atomic.Uint64 // puts not written, their jobs ended in the queue
@@ -83,7 +89,7 @@ type pending struct {
 
 // New returns a store writing through r into fsm, which r applies to.
 func New(r Applier, fsm *FSM) *Store {
-	s := &Store{raft: r, fsm: fsm, queue: writeq.New[op](), pending: make(chan pending, 1),
+	s := &Store{raft: r, fsm: fsm, queue: writeq.NewUrgent(waits), pending: make(chan pending, 1),
 		stopped: make(chan struct{})}
 	go s.answer()
 	go s.write()
@@ -127,28 +133,84 @@ func (s *Store) Close() {
 	<-s.stopped
 }
 
-// write is the writer goroutine: it takes everything queued and hands it
-// to Raft as one entry (or several, past maxEntry), each once the last
-// has been committed (or has failed).
+// waits says whether someone waits for an op: a put's submit, a flush.
+// Deletes wait for no one.
+func waits(o op) bool { return o.done != nil }
+
+// maxLinger bounds how long the writer waits for answered submitters to
+// come back (see write).
+const maxLinger = 2 * time.Millisecond
+
+// write is the writer goroutine: it takes what is queued and hands it to
+// Raft as one entry (or several, past maxEntry), each once the last has
+// been committed (or has failed).
+//
+// After a commit it lingers, as PostgreSQL's commit_delay does: it waits
+// for as many more submits as that commit answered, for up to half the
+// commit's time (at most maxLinger), before taking the next batch. Submits
+// that wait for their answer come back in a burst when it is given; taken
+// at once, the next entry held only those that came while the last was
+// committing, and the ones answered waited a whole commit more: a submit
+// waited about two commits, 4-6 ms. Lingering for up to a commit's time,
+// cluster-bg ran at 47.9k, 50.0k, 54.1k and 53.4k jobs/s at 24-27 µs of
+// CPU a job, against 38.5k, 39.6k, 42.9k and 45.4k at 31-37 µs,
+// alternating in the same minutes; for up to half of it, 51.3k, 51.9k and
+// 49.8k against 46.3k, 54.8k and 54.7k, so half it is: less added to a
+// stream whose submitters do not come back. Under a steady stream the
+// next batch holds that many already, and an idle store takes the first
+// submit that comes.
 func (s *Store) write() {
 	defer close(s.pending)
 	index := make(map[uint64]int)
+	answered := 0          // submits answered by the last commit
+	var took time.Duration // its time
 	for {
-		ops, ok := s.queue.Take()
+		ops, ok := s.take(answered, took)
 		if !ok {
 			return
 		}
 		s.cancelled.Add(uint64(cancelEnded(ops, index)))
+		answered = 0
+		start := time.Now()
 		for rest := ops; len(rest) > 0; {
 			n, entry := build(rest)
 			p := pending{ops: rest[:n:n]}
 			if entry != nil {
 				p.wrote, p.err = true, committed(s.raft.Apply(entry, applyTimeout))
 			}
+			for _, o := range p.ops {
+				if waits(o) {
+					answered++
+				}
+			}
 			s.pending <- p // answered while the next batch gathers
 			rest = rest[n:]
 		}
+		took = time.Since(start)
 	}
+}
+
+// take is the next batch: once answered more submits than are queued now
+// are, or half of took (at most maxLinger) has passed, whichever first.
+func (s *Store) take(answered int, took time.Duration) ([]op, bool) {
+	if answered == 0 {
+		return s.queue.Take()
+	}
+	return s.takeFor(s.queue.Urgent()+answered, min(took/2, s.maxLinger))
+}
+
+// takeFor takes the queue once want submits (or flushes) are queued, or
+// linger has passed and anything is.
+func (s *Store) takeFor(want int, linger time.Duration) ([]op, bool) {
+	deadline := time.Now().Add(linger)
+	t := time.AfterFunc(linger, s.queue.Wake)
+	defer t.Stop()
+	return s.queue.TakeAtLeast(func() int {
+		if time.Now().After(deadline) {
+			return 0 // anything
+		}
+		return want
+	})
 }
 
 // build encodes the first ops of a batch into one entry, at least one op

@@ -24,11 +24,21 @@ type Queue[T any] struct {
 	items  []T
 	free   [][]T // emptied slices, for the next Take to queue into
 	closed bool
+	// urgent says which items TakeAtLeast counts (nil: all); queued is
+	// how many of those are queued, need how many a waiting TakeAtLeast
+	// wants (0: any one item).
+	urgent func(T) bool
+	queued int
+	need   int
 }
 
 // New returns an empty, open queue.
-func New[T any]() *Queue[T] {
-	q := &Queue[T]{}
+func New[T any]() *Queue[T] { return NewUrgent[T](nil) }
+
+// NewUrgent returns an empty queue whose TakeAtLeast counts only the
+// items urgent says are (nil: all of them).
+func NewUrgent[T any](urgent func(T) bool) *Queue[T] {
+	q := &Queue[T]{urgent: urgent}
 	q.wake.L = &q.mu
 	return q
 }
@@ -42,7 +52,13 @@ func (q *Queue[T]) Push(v T) bool {
 		return false
 	}
 	q.items = append(q.items, v)
-	if len(q.items) == 1 {
+	if q.urgent == nil || q.urgent(v) {
+		q.queued++
+		if q.need > 0 && q.queued == q.need {
+			q.wake.Signal()
+		}
+	}
+	if q.need == 0 && len(q.items) == 1 {
 		q.wake.Signal()
 	}
 	q.mu.Unlock()
@@ -53,11 +69,26 @@ func (q *Queue[T]) Push(v T) bool {
 // order pushed; the caller owns the slice until it gives it back with
 // Recycle. Once the queue is closed, Take returns what is left, then
 // false.
-func (q *Queue[T]) Take() ([]T, bool) {
+func (q *Queue[T]) Take() ([]T, bool) { return q.TakeAtLeast(nil) }
+
+// TakeAtLeast is Take that waits for min() urgent items (see NewUrgent)
+// rather than any one item; min() of 0 is any one item. min is called
+// with the queue locked, each time the queue is woken: when min() urgent
+// items are queued, at Wake, and at Close. nil: any one item.
+func (q *Queue[T]) TakeAtLeast(min func() int) ([]T, bool) {
 	q.mu.Lock()
-	for len(q.items) == 0 && !q.closed {
+	for !q.closed {
+		n := 0
+		if min != nil {
+			n = min()
+		}
+		if n == 0 && len(q.items) > 0 || n > 0 && q.queued >= n {
+			break
+		}
+		q.need = n
 		q.wake.Wait()
 	}
+	q.need, q.queued = 0, 0
 	batch := q.items
 	if len(batch) == 0 {
 		q.mu.Unlock()
@@ -70,6 +101,20 @@ func (q *Queue[T]) Take() ([]T, bool) {
 	}
 	q.mu.Unlock()
 	return batch, true
+}
+
+// Urgent is how many urgent items are queued.
+func (q *Queue[T]) Urgent() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.queued
+}
+
+// Wake has a waiting TakeAtLeast call its min again.
+func (q *Queue[T]) Wake() {
+	q.mu.Lock()
+	q.wake.Signal()
+	q.mu.Unlock()
 }
 
 // Idle reports whether nothing is queued: a Take now would wait.

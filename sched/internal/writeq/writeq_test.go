@@ -87,3 +87,69 @@ func TestRecycle(t *testing.T) {
 		t.Fatalf("%v allocations per batch once warm", allocs)
 	}
 }
+
+// TakeAtLeast waits for its count of urgent items, whatever else is
+// queued; a Wake has it ask its min again; Close ends the wait with what
+// is queued.
+func TestTakeAtLeast(t *testing.T) {
+	q := NewUrgent(func(v int) bool { return v > 0 }) // non-positive: not urgent
+	want := 3
+	var mu sync.Mutex
+	min := func() int { mu.Lock(); defer mu.Unlock(); return want }
+	took := make(chan []int)
+	take := func() {
+		batch, _ := q.TakeAtLeast(min)
+		took <- slices.Clone(batch)
+	}
+	pending := func() bool {
+		select {
+		case b := <-took:
+			t.Fatalf("took %v early", b)
+		default:
+		}
+		return true
+	}
+
+	go take()
+	q.Push(1)
+	q.Push(-1)
+	q.Push(-2)
+	q.Push(2)
+	pending()
+	q.Push(3) // the third urgent one
+	if b := <-took; !slices.Equal(b, []int{1, -1, -2, 2, 3}) {
+		t.Fatalf("took %v", b)
+	}
+
+	// A Wake after min has dropped to 0: any item will do.
+	go take()
+	q.Push(4)
+	pending()
+	mu.Lock()
+	want = 0
+	mu.Unlock()
+	q.Wake()
+	if b := <-took; !slices.Equal(b, []int{4}) {
+		t.Fatalf("took %v after Wake", b)
+	}
+	if q.Urgent() != 0 {
+		t.Fatalf("%d urgent items counted after a take", q.Urgent())
+	}
+
+	// Close ends a wait with what is queued, then false.
+	mu.Lock()
+	want = 10
+	mu.Unlock()
+	go take()
+	q.Push(5)
+	if q.Urgent() != 1 {
+		t.Fatalf("%d urgent items queued, want 1", q.Urgent())
+	}
+	q.Close()
+	if b := <-took; !slices.Equal(b, []int{5}) {
+		t.Fatalf("took %v at Close", b)
+	}
+	if b, ok := q.TakeAtLeast(min); ok || b != nil {
+		t.Fatalf("after Close: %v, %v", b, ok)
+	}
+}
