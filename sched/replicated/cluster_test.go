@@ -182,6 +182,9 @@ func TestStoreReplicates(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	s := New(l.raft, l.fsm)
+	if s.maxLinger != maxLinger {
+		t.Fatalf("the writer lingers %v at most, want %v", s.maxLinger, maxLinger)
+	}
 	acked, refused := putAll(s, 1, 2000)
 	if len(acked) != 2000 || len(refused) != 0 {
 		t.Fatalf("%d acknowledged, %d refused", len(acked), len(refused))

@@ -90,7 +90,7 @@ type pending struct {
 // New returns a store writing through r into fsm, which r applies to.
 func New(r Applier, fsm *FSM) *Store {
 	s := &Store{raft: r, fsm: fsm, queue: writeq.NewUrgent(waits), pending: make(chan pending, 1),
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), maxLinger: maxLinger}
 	go s.answer()
 	go s.write()
 	return s
