@@ -1,6 +1,7 @@
 package replicated
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -69,10 +70,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var errSegEnd = errors.New("no entry that checks")
 
 // openSegments reads the segments in dir (made if missing), new ones to
-// be size bytes. A segment
-// other than the last that does not read to its end is an error: it was
-// synced whole before the next was begun.
-func openSegments(dir string, size int64) (*segments, error) {
+// be size bytes. A segment other than the last that does not read to its
+// end is an error: it was synced whole before the next was begun.
+func openSegments(dir string, size int64) (_ *segments, err error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -81,6 +81,11 @@ func openSegments(dir string, size int64) (*segments, error) {
 		return nil, err
 	}
 	s := &segments{dir: dir, size: size, spare: make(chan *os.File, 1)}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	for _, de := range names {
 		first, ok := segFirst(de.Name())
 		if !ok {
@@ -89,23 +94,19 @@ func openSegments(dir string, size int64) (*segments, error) {
 		path := filepath.Join(dir, de.Name())
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
-			s.close()
 			return nil, err
 		}
 		s.files = append(s.files, &segment{f: f, path: path, first: first})
 	}
-	slices.SortFunc(s.files, func(a, b *segment) int { return cmpUint(a.first, b.first) })
+	slices.SortFunc(s.files, func(a, b *segment) int { return cmp.Compare(a.first, b.first) })
 	for i, g := range s.files {
 		if err := g.scan(); err != nil {
-			s.close()
 			return nil, fmt.Errorf("raft log segment %s: %w", g.path, err)
 		}
 		if i > 0 && g.first != s.files[i-1].next() {
-			s.close()
 			return nil, fmt.Errorf("raft log segment %s: begins at %d, the one before ends at %d", g.path, g.first, s.files[i-1].next()-1)
 		}
 		if i < len(s.files)-1 && len(g.offs) == 0 {
-			s.close()
 			return nil, fmt.Errorf("raft log segment %s: empty, and not the last", g.path)
 		}
 	}
@@ -115,7 +116,6 @@ func openSegments(dir string, size int64) (*segments, error) {
 		s.files = s.files[:n-1]
 		g.f.Close()
 		if err := os.Remove(g.path); err != nil {
-			s.close()
 			return nil, err
 		}
 	}
@@ -125,7 +125,6 @@ func openSegments(dir string, size int64) (*segments, error) {
 		// once new entries fill the space before it.
 		last := s.files[n-1]
 		if err := last.zero(last.end); err != nil {
-			s.close()
 			return nil, err
 		}
 		s.first, s.last = s.files[0].first, last.next()-1
@@ -153,16 +152,6 @@ func (s *segments) fill() {
 	}()
 }
 
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func segName(first uint64) string { return fmt.Sprintf("%020d%s", first, segSuffix) }
 
 func segFirst(name string) (uint64, bool) {
@@ -177,7 +166,9 @@ func segFirst(name string) (uint64, bool) {
 // next is the index the segment's next entry would have.
 func (g *segment) next() uint64 { return g.first + uint64(len(g.offs)) }
 
-// scan reads the segment's entries from its start, and its size.
+// scan reads the segment's entries from its start, and its size. The
+// first place no entry checks is the end; a read that fails is an error,
+// not an end: zeroing the log after it would lose what it could not read.
 func (g *segment) scan() error {
 	fi, err := g.f.Stat()
 	if err != nil {
@@ -188,9 +179,12 @@ func (g *segment) scan() error {
 	var body []byte
 	for off := int64(0); ; {
 		n, err := readEntry(g.f, off, g.size, g.next(), hdr[:], &body)
-		if err != nil {
+		if errors.Is(err, errSegEnd) {
 			g.end = off
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		g.offs = append(g.offs, off)
 		off += n
