@@ -23,10 +23,9 @@ import (
 // only the leader's scheduler reads it, once, as it starts (Load). A
 // follower applies entries and runs nothing.
 type FSM struct {
-	mu    sync.RWMutex
-	jobs  map[uint64][]byte
-	bytes int // of the records in jobs
-	meta  map[string][]byte
+	mu   sync.RWMutex
+	jobs *records
+	meta map[string][]byte
 
 	applied atomic.Uint64 // the index of the last entry applied
 	// changed is signalled (never blocking) when meta changes.
@@ -35,7 +34,7 @@ type FSM struct {
 
 // NewFSM returns an empty state.
 func NewFSM() *FSM {
-	return &FSM{jobs: make(map[uint64][]byte), meta: make(map[string][]byte), changed: make(chan struct{}, 1)}
+	return &FSM{jobs: newRecords(), meta: make(map[string][]byte), changed: make(chan struct{}, 1)}
 }
 
 // Apply applies one committed entry (raft.FSM). Its result, nil or an
@@ -63,20 +62,7 @@ func (f *FSM) apply(l *raft.Log) any {
 		return nil // configuration changes and no-ops: Raft's own
 	}
 	metaChanged := false
-	err := decodeEntry(l.Data,
-		func(id uint64, rec []byte) {
-			if old, ok := f.jobs[id]; ok {
-				f.bytes -= len(old)
-			}
-			f.jobs[id] = slices.Clone(rec)
-			f.bytes += len(rec)
-		},
-		func(id uint64) {
-			if old, ok := f.jobs[id]; ok {
-				f.bytes -= len(old)
-				delete(f.jobs, id)
-			}
-		},
+	err := decodeEntry(l.Data, f.jobs.put, f.jobs.delete,
 		func(key string, val []byte) {
 			if len(val) == 0 {
 				delete(f.meta, key)
@@ -103,37 +89,30 @@ func (f *FSM) apply(l *raft.Log) any {
 // single node replays its store (see sched.Store).
 func (f *FSM) Load(fn func(*sched.Record) error) error {
 	f.mu.RLock()
-	ids := slices.Sorted(maps.Keys(f.jobs))
-	recs := make([][]byte, len(ids))
-	for i, id := range ids {
-		recs[i] = f.jobs[id] // records are never changed in place: only replaced
-	}
+	v := f.jobs.view()
 	f.mu.RUnlock()
 	var r sched.Record
-	for i, id := range ids {
-		if err := durable.DecodeRecord(recs[i], &r); err != nil {
+	return v.sorted(func(id uint64, rec []byte) error {
+		if err := durable.DecodeRecord(rec, &r); err != nil {
 			return fmt.Errorf("replicated: job %d: %w", id, err)
 		}
 		r.ID = id
-		if err := fn(&r); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(&r)
+	})
 }
 
 // Len is the number of stored jobs; Bytes what their records take.
 func (f *FSM) Len() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.jobs)
+	return f.jobs.Len()
 }
 
 // Bytes is the size of the stored records.
 func (f *FSM) Bytes() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.bytes
+	return f.jobs.bytes
 }
 
 // Applied is the index of the last entry applied.
@@ -150,24 +129,24 @@ func (f *FSM) Meta(key string) []byte {
 // snapshot): read Meta again.
 func (f *FSM) MetaChanged() <-chan struct{} { return f.changed }
 
-// Snapshot captures the state for Raft (raft.FSM): a copy of the maps,
-// whose records are never changed in place, so Persist can write them
-// while Apply goes on.
+// Snapshot captures the state for Raft (raft.FSM): a view of the
+// records, which are never written again, and a copy of the metadata, so
+// Persist can write them while Apply goes on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return &snapshot{applied: f.applied.Load(), jobs: maps.Clone(f.jobs), meta: maps.Clone(f.meta)}, nil
+	return &snapshot{applied: f.applied.Load(), jobs: f.jobs.view(), meta: maps.Clone(f.meta)}, nil
 }
 
 // Restore replaces the state with a snapshot's (raft.FSM).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	applied, jobs, meta, size, err := readSnapshot(bufio.NewReaderSize(rc, 1<<20))
+	applied, jobs, meta, err := readSnapshot(bufio.NewReaderSize(rc, 1<<20))
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.jobs, f.meta, f.bytes = jobs, meta, size
+	f.jobs, f.meta = jobs, meta
 	f.applied.Store(applied)
 	f.mu.Unlock()
 	select {
@@ -191,7 +170,7 @@ const snapshotMagic = "SYRSNAP1"
 
 type snapshot struct {
 	applied uint64
-	jobs    map[uint64][]byte
+	jobs    view
 	meta    map[string][]byte
 }
 
@@ -212,14 +191,14 @@ func (s *snapshot) write(w *bufio.Writer) error {
 	var buf [binary.MaxVarintLen64 + 8]byte
 	w.WriteString(snapshotMagic)
 	w.Write(binary.AppendUvarint(buf[:0], s.applied))
-	w.Write(binary.AppendUvarint(buf[:0], uint64(len(s.jobs))))
-	for _, id := range slices.Sorted(maps.Keys(s.jobs)) {
-		rec := s.jobs[id]
+	w.Write(binary.AppendUvarint(buf[:0], uint64(len(s.jobs.ids))))
+	if err := s.jobs.sorted(func(id uint64, rec []byte) error {
 		b := binary.BigEndian.AppendUint64(buf[:0], id)
 		w.Write(binary.AppendUvarint(b, uint64(len(rec))))
-		if _, err := w.Write(rec); err != nil {
-			return err
-		}
+		_, err := w.Write(rec)
+		return err
+	}); err != nil {
+		return err
 	}
 	w.Write(binary.AppendUvarint(buf[:0], uint64(len(s.meta))))
 	for _, k := range slices.Sorted(maps.Keys(s.meta)) {
@@ -237,8 +216,8 @@ func (s *snapshot) Release() {}
 
 var errSnapshot = errors.New("replicated: snapshot does not decode")
 
-func readSnapshot(r *bufio.Reader) (applied uint64, jobs map[uint64][]byte, meta map[string][]byte, size int, err error) {
-	fail := func(e error) (uint64, map[uint64][]byte, map[string][]byte, int, error) { return 0, nil, nil, 0, e }
+func readSnapshot(r *bufio.Reader) (applied uint64, jobs *records, meta map[string][]byte, err error) {
+	fail := func(e error) (uint64, *records, map[string][]byte, error) { return 0, nil, nil, e }
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
 		return fail(errSnapshot)
@@ -250,18 +229,18 @@ func readSnapshot(r *bufio.Reader) (applied uint64, jobs map[uint64][]byte, meta
 	if err != nil {
 		return fail(errSnapshot)
 	}
-	jobs = make(map[uint64][]byte, min(n, 1<<20))
+	jobs = newRecords()
+	jobs.ids = make(map[uint64]span, min(n, 1<<20))
 	var idb [8]byte
+	var rec []byte // reused: put copies it
 	for range n {
 		if _, err := io.ReadFull(r, idb[:]); err != nil {
 			return fail(errSnapshot)
 		}
-		rec, err := readChunk(r)
-		if err != nil {
+		if rec, err = readChunkInto(r, rec); err != nil {
 			return fail(err)
 		}
-		jobs[binary.BigEndian.Uint64(idb[:])] = rec
-		size += len(rec)
+		jobs.put(binary.BigEndian.Uint64(idb[:]), rec)
 	}
 	if n, err = binary.ReadUvarint(r); err != nil {
 		return fail(errSnapshot)
@@ -278,7 +257,7 @@ func readSnapshot(r *bufio.Reader) (applied uint64, jobs map[uint64][]byte, meta
 		}
 		meta[string(k)] = v
 	}
-	return applied, jobs, meta, size, nil
+	return applied, jobs, meta, nil
 }
 
 // maxChunk bounds one length-prefixed field of a snapshot: a record is at
@@ -286,11 +265,20 @@ func readSnapshot(r *bufio.Reader) (applied uint64, jobs map[uint64][]byte, meta
 const maxChunk = 5 << 30
 
 func readChunk(r *bufio.Reader) ([]byte, error) {
+	return readChunkInto(r, nil)
+}
+
+// readChunkInto reads a field into buf's array if it has room.
+func readChunkInto(r *bufio.Reader, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil || n > maxChunk {
 		return nil, errSnapshot
 	}
-	b := make([]byte, n)
+	b := buf[:0]
+	if uint64(cap(b)) < n {
+		b = make([]byte, n)
+	}
+	b = b[:n]
 	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, errSnapshot
 	}
