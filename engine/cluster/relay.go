@@ -179,7 +179,11 @@ func (r *Relay) serve(c *relayed) {
 // pipe copies src to dst until src ends, then ends dst's writing half, so
 // that a client's half-close reaches the leader and the other way round.
 func pipe(dst, src net.Conn) {
-	io.Copy(dst, src) // splice(2) between TCP sockets
+	// read(2) and write(2) through a buffer, not the splice(2) io.Copy
+	// picks between TCP sockets: a relayed batch is a few kilobytes, and
+	// splicing it through a pipe cost more.
+	buf := make([]byte, 32<<10)
+	io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	} else {
