@@ -169,6 +169,7 @@ fuzz:
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 2000000x
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzDecodeLog$$' -fuzztime 2000000x
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime 15000x
+	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime 110000x
 	$(GO) test ./sched/durable -run '^$$' -fuzz '^FuzzMark$$' -fuzztime 1200000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,

@@ -268,19 +268,24 @@ func readChunk(r *bufio.Reader) ([]byte, error) {
 	return readChunkInto(r, nil)
 }
 
-// readChunkInto reads a field into buf's array if it has room.
+// readChunkInto reads a field into buf's array if it has room. A field
+// larger than readStep is read a step at a time, so that a damaged length
+// costs memory only for the bytes that are there.
 func readChunkInto(r *bufio.Reader, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil || n > maxChunk {
 		return nil, errSnapshot
 	}
 	b := buf[:0]
-	if uint64(cap(b)) < n {
-		b = make([]byte, n)
-	}
-	b = b[:n]
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, errSnapshot
+	for uint64(len(b)) < n {
+		step := int(min(n-uint64(len(b)), readStep))
+		b = slices.Grow(b, step)
+		if _, err := io.ReadFull(r, b[len(b):len(b)+step]); err != nil {
+			return nil, errSnapshot
+		}
+		b = b[:len(b)+step]
 	}
 	return b, nil
 }
+
+const readStep = 1 << 20

@@ -127,3 +127,43 @@ func TestFSMSnapshotRestore(t *testing.T) {
 		}
 	}
 }
+
+// persisted is f's snapshot file.
+func persisted(t testing.TB, f *FSM) []byte {
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sink
+	if err := snap.Persist(&s); err != nil || s.cancelled {
+		t.Fatal(err, s.cancelled)
+	}
+	return s.Bytes()
+}
+
+// FuzzRestore: a snapshot file either is refused or restores a state
+// whose own snapshot is the same bytes and restores the same again.
+func FuzzRestore(f *testing.F) {
+	g := NewFSM()
+	g.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: entry(
+		op{kind: opPut, id: 1, val: rec("f", "a", "x")}, op{kind: opPut, id: 1 << 33, val: rec("g", "", "")},
+		op{kind: opMeta, val: []byte("leader\x00n2")})})
+	real := persisted(f, g)
+	f.Add(real)
+	f.Add(persisted(f, NewFSM()))
+	f.Add(real[:len(real)-3])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := NewFSM()
+		if err := h.Restore(io.NopCloser(bytes.NewReader(b))); err != nil {
+			return
+		}
+		again := persisted(t, h)
+		k := NewFSM()
+		if err := k.Restore(io.NopCloser(bytes.NewReader(again))); err != nil {
+			t.Fatalf("a restored state's snapshot is refused: %v", err)
+		}
+		if k.Len() != h.Len() || k.Bytes() != h.Bytes() || k.Applied() != h.Applied() || !bytes.Equal(persisted(t, k), again) {
+			t.Fatal("a restored state's snapshot restores another state")
+		}
+	})
+}
