@@ -2,6 +2,7 @@ package replicated
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 
@@ -166,4 +167,47 @@ func FuzzRestore(f *testing.F) {
 			t.Fatal("a restored state's snapshot restores another state")
 		}
 	})
+}
+
+// TestFSMSnapshotWhileApplying: a snapshot persists what the state was
+// when it was taken while entries go on being applied (run with -race:
+// the records it reads share chunks with those being written).
+func TestFSMSnapshotWhileApplying(t *testing.T) {
+	f := NewFSM()
+	apply := func(index, from, to uint64) {
+		var ops []op
+		for id := from; id < to; id++ {
+			ops = append(ops, op{kind: opPut, id: id, val: rec("f", fmt.Sprint(id), "payload")})
+			if id >= 50 {
+				ops = append(ops, op{kind: opDelete, id: id - 50})
+			}
+		}
+		if r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: entry(ops...)}); r != nil {
+			t.Fatal(r)
+		}
+	}
+	apply(1, 0, 100)
+	want := persisted(t, f)
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint64(1); i < 200; i++ {
+			apply(1+i, 100*i, 100*(i+1))
+		}
+	}()
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !bytes.Equal(s.Bytes(), want) {
+		t.Error("the snapshot changed while entries were applied")
+	}
+	if f.Len() != 50 {
+		t.Errorf("%d jobs, want the last 50", f.Len())
+	}
 }
