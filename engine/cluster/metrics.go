@@ -31,6 +31,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descLeader, descContact, descLag, descJobs} {
 		ch <- d
 	}
+	timings.Describe(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -62,4 +63,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descJobs, g, float64(c.n.fsm.Len()))
+	timings.Collect(ch)
 }

@@ -179,6 +179,7 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
+	recordTimings()
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.logs, snaps, n.trans); err != nil {
 		n.close()
 		return nil, fmt.Errorf("cluster: %w", err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"switchyard/sched/replicated"
 )
 
@@ -115,5 +117,53 @@ func BenchmarkReplicatedPut(b *testing.B) {
 	b.ReportMetric(float64(b.N)/float64(max(s.Entries(), 1)), "puts/entry")
 	if failed != nil {
 		b.Fatal(failed)
+	}
+}
+
+// TestTimings: the leader's /metrics figures of Raft's own timings grow
+// with commits: the commit, the log's store and each follower's
+// AppendEntries round trip.
+func TestTimings(t *testing.T) {
+	nodes := startThree(t)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(nodes[0].Collector()); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() map[string]uint64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				if h := m.GetHistogram(); h != nil {
+					key := f.GetName()
+					for _, l := range m.GetLabel() {
+						key += "/" + l.GetValue()
+					}
+					out[key] = h.GetSampleCount()
+				}
+			}
+		}
+		return out
+	}
+	before := counts()
+	s := replicated.New(nodes[0].Raft(), nodes[0].FSM())
+	defer s.Close()
+	for i := range 20 { // one at a time: 20 entries, 20 commits
+		done := make(chan error, 1)
+		s.Put(uint64(i+1), []byte("job"), func(err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := counts()
+	for _, key := range []string{"switchyard_cluster_commit_seconds", "switchyard_cluster_log_store_seconds",
+		"switchyard_cluster_append_entries_seconds/n2", "switchyard_cluster_append_entries_seconds/n3"} {
+		if after[key] < before[key]+20 {
+			t.Errorf("%s: %d samples after 20 commits, %d before", key, after[key], before[key])
+		}
 	}
 }
