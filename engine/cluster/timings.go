@@ -55,9 +55,9 @@ type timingSink struct {
 }
 
 var (
-	keyCommit       = []string{"raft", "commitTime"}
-	keyLeaderStore  = []string{"raft", "leader", "dispatchLog"}
-	keyFollowStore  = []string{"raft", "rpc", "appendEntries", "storeLogs"}
+	keyCommit        = []string{"raft", "commitTime"}
+	keyLeaderStore   = []string{"raft", "leader", "dispatchLog"}
+	keyFollowStore   = []string{"raft", "rpc", "appendEntries", "storeLogs"}
 	keyAppendEntries = []string{"raft", "replication", "appendEntries", "rpc"}
 )
 
