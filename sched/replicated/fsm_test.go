@@ -149,10 +149,10 @@ func FuzzRestore(f *testing.F) {
 	g.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: entry(
 		op{kind: opPut, id: 1, val: rec("f", "a", "x")}, op{kind: opPut, id: 1 << 33, val: rec("g", "", "")},
 		op{kind: opMeta, val: []byte("leader\x00n2")})})
-	real := persisted(f, g)
-	f.Add(real)
+	good := persisted(f, g)
+	f.Add(good)
 	f.Add(persisted(f, NewFSM()))
-	f.Add(real[:len(real)-3])
+	f.Add(good[:len(good)-3])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h := NewFSM()
 		if err := h.Restore(io.NopCloser(bytes.NewReader(b))); err != nil {
@@ -174,7 +174,7 @@ func FuzzRestore(f *testing.F) {
 // the records it reads share chunks with those being written).
 func TestFSMSnapshotWhileApplying(t *testing.T) {
 	f := NewFSM()
-	apply := func(index, from, to uint64) {
+	apply := func(index, from, to uint64) any {
 		var ops []op
 		for id := from; id < to; id++ {
 			ops = append(ops, op{kind: opPut, id: id, val: rec("f", fmt.Sprint(id), "payload")})
@@ -182,11 +182,11 @@ func TestFSMSnapshotWhileApplying(t *testing.T) {
 				ops = append(ops, op{kind: opDelete, id: id - 50})
 			}
 		}
-		if r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: entry(ops...)}); r != nil {
-			t.Fatal(r)
-		}
+		return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: entry(ops...)})
 	}
-	apply(1, 0, 100)
+	if r := apply(1, 0, 100); r != nil {
+		t.Fatal(r)
+	}
 	want := persisted(t, f)
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -196,7 +196,10 @@ func TestFSMSnapshotWhileApplying(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := uint64(1); i < 200; i++ {
-			apply(1+i, 100*i, 100*(i+1))
+			if r := apply(1+i, 100*i, 100*(i+1)); r != nil {
+				t.Error(r)
+				return
+			}
 		}
 	}()
 	var s sink

@@ -90,6 +90,9 @@ func at(chunks [][]byte, s span) []byte {
 }
 
 func (r *records) store(rec []byte) span {
+	if len(rec) == 0 {
+		return span{} // in no chunk: it holds none
+	}
 	if len(rec) >= ownChunk {
 		i := r.slot(slices.Clone(rec))
 		r.live[i] = len(rec)
@@ -110,6 +113,9 @@ func (r *records) store(rec []byte) span {
 }
 
 func (r *records) release(s span) {
+	if s.n == 0 {
+		return
+	}
 	r.bytes -= s.n
 	r.live[s.chunk] -= s.n
 	if r.live[s.chunk] == 0 && int(s.chunk) != r.cur {

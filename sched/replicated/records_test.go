@@ -27,7 +27,9 @@ func checkRecords(t *testing.T, r *records, want map[uint64][]byte) {
 	}
 	live := make([]int, len(r.chunks))
 	for _, s := range r.ids {
-		live[s.chunk] += s.n
+		if s.n > 0 {
+			live[s.chunk] += s.n
+		}
 	}
 	held := 0
 	for i, c := range r.chunks {
@@ -74,6 +76,22 @@ func TestRecords(t *testing.T) {
 		{"an empty record", func(r *records, want map[uint64][]byte) {
 			r.put(1, nil)
 			want[1] = nil
+		}},
+		{"empty records hold no chunk", func(r *records, want map[uint64][]byte) {
+			r.put(1, []byte("x"))
+			r.put(2, nil)
+			r.delete(1)
+			for id := uint64(10); id < 1510; id++ { // into a second chunk: the first is dropped
+				r.put(id, make([]byte, 1000))
+				r.delete(id)
+			}
+			r.delete(2)
+			r.put(3, make([]byte, 1000))
+			r.put(4, make([]byte, ownChunk))
+			want[3], want[4] = make([]byte, 1000), make([]byte, ownChunk)
+			if len(r.chunks) != 2+len(r.free) { // the large record's and the current one
+				t.Errorf("%d chunk slots, %d free: a slot is free twice", len(r.chunks), len(r.free))
+			}
 		}},
 		{"a large record has its chunk, dropped with it", func(r *records, want map[uint64][]byte) {
 			r.put(1, big)
