@@ -230,7 +230,6 @@ func readSnapshot(r *bufio.Reader) (applied uint64, jobs *records, meta map[stri
 		return fail(errSnapshot)
 	}
 	jobs = newRecords()
-	jobs.ids = make(map[uint64]span, min(n, 1<<20))
 	var idb [8]byte
 	var rec []byte // reused: put copies it
 	for range n {

@@ -1,7 +1,7 @@
 package replicated
 
 import (
-	"maps"
+	"cmp"
 	"slices"
 )
 
@@ -16,7 +16,7 @@ import (
 // So a view (Snapshot, Load) that holds the chunks it saw reads them
 // while applies go on.
 type records struct {
-	ids    map[uint64]span
+	ids    index
 	chunks [][]byte // nil: a free slot
 	live   []int    // bytes of live records, by chunk
 	free   []uint32 // free slots of chunks
@@ -42,19 +42,19 @@ const (
 )
 
 func newRecords() *records {
-	return &records{ids: make(map[uint64]span), cur: -1}
+	return &records{cur: -1}
 }
 
 // Len is the number of records.
-func (r *records) Len() int { return len(r.ids) }
+func (r *records) Len() int { return r.ids.len() }
 
 // put stores rec (copied) as id's record, replacing any.
 func (r *records) put(id uint64, rec []byte) {
-	if old, ok := r.ids[id]; ok {
+	s := r.store(rec)
+	r.bytes += len(rec)
+	if old, had := r.ids.set(id, s); had {
 		r.release(old)
 	}
-	r.ids[id] = r.store(rec)
-	r.bytes += len(rec)
 	if r.held > 2*r.bytes+compactSlack {
 		r.compact()
 	}
@@ -62,15 +62,14 @@ func (r *records) put(id uint64, rec []byte) {
 
 // delete drops id's record, if any.
 func (r *records) delete(id uint64) {
-	if old, ok := r.ids[id]; ok {
-		delete(r.ids, id)
+	if old, ok := r.ids.remove(id); ok {
 		r.release(old)
 	}
 }
 
 // get is id's record, nil if none. It is never written again.
 func (r *records) get(id uint64) ([]byte, bool) {
-	s, ok := r.ids[id]
+	s, ok := r.ids.get(id)
 	if !ok {
 		return nil, false
 	}
@@ -148,28 +147,38 @@ func (r *records) drop(i uint32) {
 // copy of the live bytes, is paid once at least as many bytes (and
 // compactSlack) have been freed in chunks still held.
 func (r *records) compact() {
+	v := r.view()
 	n := newRecords()
-	n.ids = make(map[uint64]span, len(r.ids))
-	for _, id := range slices.Sorted(maps.Keys(r.ids)) {
-		n.put(id, r.at(r.ids[id]))
-	}
+	v.sorted(func(id uint64, rec []byte) error {
+		n.put(id, rec)
+		return nil
+	})
 	*r = *n
 }
 
 // view is the records as they are now, for reading while r changes.
 type view struct {
-	ids    map[uint64]span
+	ids    []located
 	chunks [][]byte
 }
 
-func (r *records) view() view {
-	return view{ids: maps.Clone(r.ids), chunks: slices.Clone(r.chunks)}
+type located struct {
+	id uint64
+	at span
 }
 
-// sorted calls fn with each record in id order.
+func (r *records) view() view {
+	v := view{ids: make([]located, 0, r.ids.len()), chunks: slices.Clone(r.chunks)}
+	r.ids.each(func(id uint64, s span) { v.ids = append(v.ids, located{id, s}) })
+	return v
+}
+
+// sorted calls fn with each record in id order. It sorts v's ids: one
+// caller at a time.
 func (v view) sorted(fn func(id uint64, rec []byte) error) error {
-	for _, id := range slices.Sorted(maps.Keys(v.ids)) {
-		if err := fn(id, at(v.chunks, v.ids[id])); err != nil {
+	slices.SortFunc(v.ids, func(a, b located) int { return cmp.Compare(a.id, b.id) })
+	for _, l := range v.ids {
+		if err := fn(l.id, at(v.chunks, l.at)); err != nil {
 			return err
 		}
 	}

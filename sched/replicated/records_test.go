@@ -26,11 +26,11 @@ func checkRecords(t *testing.T, r *records, want map[uint64][]byte) {
 		t.Fatalf("bytes %d, want %d", r.bytes, size)
 	}
 	live := make([]int, len(r.chunks))
-	for _, s := range r.ids {
+	r.ids.each(func(_ uint64, s span) {
 		if s.n > 0 {
 			live[s.chunk] += s.n
 		}
-	}
+	})
 	held := 0
 	for i, c := range r.chunks {
 		if c == nil {
