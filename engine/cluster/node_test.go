@@ -160,9 +160,12 @@ func TestTimings(t *testing.T) {
 		}
 	}
 	after := counts()
-	for _, key := range []string{"switchyard_cluster_commit_seconds", "switchyard_cluster_log_store_seconds",
-		"switchyard_cluster_append_entries_seconds/n2", "switchyard_cluster_append_entries_seconds/n3"} {
-		if after[key] < before[key]+20 {
+	// Each put is its own entry, committed and stored on the leader
+	// alone; a follower's AppendEntries may carry several, since a
+	// majority does not wait for the slower follower.
+	for key, least := range map[string]uint64{"switchyard_cluster_commit_seconds": 20, "switchyard_cluster_log_store_seconds": 20,
+		"switchyard_cluster_append_entries_seconds/n2": 1, "switchyard_cluster_append_entries_seconds/n3": 1} {
+		if after[key] < before[key]+least {
 			t.Errorf("%s: %d samples after 20 commits, %d before", key, after[key], before[key])
 		}
 	}
