@@ -24,13 +24,23 @@ import (
 )
 
 // servedFamilies scrapes a server with a job store and a function, and
-// returns each family's label names (plus le for a histogram's buckets).
+// the leader of a cluster of two that has committed a submit, and returns
+// each family's label names (plus le for a histogram's buckets).
 func servedFamilies(t *testing.T) map[string][]string {
 	t.Helper()
 	srv, maddr := startMetrics(t)
 	dialGear(t, srv.addr, "client").submit(pSubmitJobBg, "monitored", "", "x")
+	c := startCluster(t, 2)
+	leader := c.leader()
+	dialGear(t, leader.addr("gearman"), "client").submit(pSubmitJobBg, "monitored", "", "x")
 	out := map[string][]string{}
-	for name, fam := range scrape(t, maddr) {
+	fams := scrape(t, maddr)
+	for name, fam := range scrape(t, leader.addr("metrics")) {
+		if _, ok := fams[name]; !ok {
+			fams[name] = fam
+		}
+	}
+	for name, fam := range fams {
 		var labels []string
 		for _, m := range fam.Metric {
 			for _, l := range m.Label {
