@@ -3,20 +3,44 @@ package record
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Step is one offered rate of a latency–throughput curve: jobs sent on a
 // fixed schedule at Offered jobs/s, each timed from when it was due.
 type Step struct {
-	Offered    float64 `json:"offered_per_s"`
-	JobsPerSec float64 `json:"jobs_per_s"` // finished in the step's window, per second
-	Latency    Latency `json:"latency_us"`
+	Offered float64 `json:"offered_per_s"`
+	// Start is when the step's measured window began: the steps of
+	// servers run paired interleave.
+	Start      time.Time `json:"start,omitzero"`
+	JobsPerSec float64   `json:"jobs_per_s"` // finished in the step's window, per second
+	Latency    Latency   `json:"latency_us"`
 	// Unsent is the jobs due in the step that never left the load
 	// generator (its bound on jobs out), Abandoned those out at the end
 	// of the grace period: both only past saturation.
 	Unsent    int64 `json:"unsent,omitempty"`
 	Abandoned int64 `json:"abandoned,omitempty"`
+	// Histogram is the step's latencies (µs) as an HdrHistogram, V2
+	// compressed and base64 (EncodeHistogram), so that the rounds of a
+	// step can be pooled: a step's p99.9 alone rests on its dozen
+	// slowest jobs.
+	Histogram string `json:"histogram,omitempty"`
+}
+
+// EncodeHistogram is h as Step.Histogram keeps it; "" if h is empty.
+func EncodeHistogram(h *hdrhistogram.Histogram) string {
+	if h == nil || h.TotalCount() == 0 {
+		return ""
+	}
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return "" // only for an unknown version: not this one
+	}
+	return string(b)
 }
 
 // KeptUpShare is how much of the offered rate a step must finish for the
@@ -113,4 +137,141 @@ func KneeMarkdown(runs []*Run) string {
 			FormatMicros(knee.Latency.P50), FormatMicros(knee.Latency.P99), FormatMicros(knee.Latency.P999), vs, sat)
 	}
 	return b.String()
+}
+
+// PooledStep is one offered rate of one server's curves, over every
+// round that reached it: the rounds' jobs in one histogram.
+type PooledStep struct {
+	Offered float64
+	// Rounds is the rounds whose curve reached the rate, Sustained how
+	// many of them sustained it.
+	Rounds, Sustained int
+	Latency           Latency
+}
+
+// PooledCurve pools the curves of scenario on server over the record's
+// rounds, one step per offered rate, rising. false if a step lacks its
+// histogram (a record from before they were kept): its jobs cannot be
+// pooled.
+func (r *Record) PooledCurve(scenario, server string) ([]PooledStep, bool) {
+	hists := make(map[float64]*hdrhistogram.Histogram)
+	steps := make(map[float64]*PooledStep)
+	var rates []float64
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		if run.Scenario != scenario || run.Server != server {
+			continue
+		}
+		for _, st := range run.Curve {
+			if st.Histogram == "" {
+				return nil, false
+			}
+			h, err := hdrhistogram.Decode([]byte(st.Histogram))
+			if err != nil {
+				return nil, false
+			}
+			ps, ok := steps[st.Offered]
+			if !ok {
+				ps = &PooledStep{Offered: st.Offered}
+				steps[st.Offered] = ps
+				hists[st.Offered] = h
+				rates = append(rates, st.Offered)
+			} else {
+				hists[st.Offered].Merge(h)
+			}
+			ps.Rounds++
+			if st.Sustained() {
+				ps.Sustained++
+			}
+		}
+	}
+	if len(rates) == 0 {
+		return nil, false
+	}
+	slices.Sort(rates)
+	out := make([]PooledStep, 0, len(rates))
+	for _, rate := range rates {
+		ps := steps[rate]
+		ps.Latency = Summarize(hists[rate])
+		out = append(out, *ps)
+	}
+	return out, true
+}
+
+// PooledMarkdown sets each server's pooled curve (PooledCurve) against
+// the baseline's, at every offered rate the baseline sustained in every
+// round that reached it: the rates at which the servers' latencies
+// compare at equal load. Each p99 and p99.9 rests on the jobs of all
+// the rounds, several times a single step's. "" without pooled curves.
+func (r *Record) PooledMarkdown() string {
+	var b strings.Builder
+	for _, sc := range r.curveScenarios() {
+		base, ok := r.PooledCurve(sc, Baseline)
+		if !ok {
+			continue
+		}
+		for _, server := range r.curveServers(sc) {
+			if server == Baseline {
+				continue
+			}
+			other, ok := r.PooledCurve(sc, server)
+			if !ok {
+				continue
+			}
+			byRate := make(map[float64]PooledStep, len(other))
+			for _, ps := range other {
+				byRate[ps.Offered] = ps
+			}
+			fmt.Fprintf(&b, "| %s, pooled over rounds | %s sustained | %s sustained | p99 %s | p99 %s | p99.9 %s | p99.9 %s |\n",
+				sc, Baseline, server, Baseline, server, Baseline, server)
+			b.WriteString("|--:|--:|--:|--:|--:|--:|--:|\n")
+			var rates, p99, p999 int
+			for _, bs := range base {
+				if bs.Sustained < bs.Rounds {
+					continue
+				}
+				st, ok := byRate[bs.Offered]
+				if !ok {
+					continue
+				}
+				rates++
+				mark := func(o, g int64, n *int) string {
+					if o <= g {
+						*n++
+						return FormatMicros(o)
+					}
+					return "**" + FormatMicros(o) + "**"
+				}
+				fmt.Fprintf(&b, "| %s | %d of %d | %d of %d | %s | %s | %s | %s |\n", FormatRate(bs.Offered),
+					bs.Sustained, bs.Rounds, st.Sustained, st.Rounds,
+					FormatMicros(bs.Latency.P99), mark(st.Latency.P99, bs.Latency.P99, &p99),
+					FormatMicros(bs.Latency.P999), mark(st.Latency.P999, bs.Latency.P999, &p999))
+			}
+			fmt.Fprintf(&b, "\n%s's p99 at or under %s's at %d of the %d rates %s sustained in every round, its p99.9 at %d (higher ones in bold).\n\n",
+				server, Baseline, p99, rates, Baseline, p999)
+		}
+	}
+	return b.String()
+}
+
+// curveScenarios is the record's scenarios with curves, in order of
+// first appearance; curveServers the servers with a curve of sc.
+func (r *Record) curveScenarios() []string {
+	var out []string
+	for _, run := range r.Runs {
+		if len(run.Curve) > 0 && !slices.Contains(out, run.Scenario) {
+			out = append(out, run.Scenario)
+		}
+	}
+	return out
+}
+
+func (r *Record) curveServers(sc string) []string {
+	var out []string
+	for _, run := range r.Runs {
+		if run.Scenario == sc && len(run.Curve) > 0 && !slices.Contains(out, run.Server) {
+			out = append(out, run.Server)
+		}
+	}
+	return out
 }

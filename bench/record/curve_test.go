@@ -3,6 +3,8 @@ package record
 import (
 	"strings"
 	"testing"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 func step(offered, done float64, p99 int64) Step {
@@ -62,4 +64,86 @@ func TestCurveMarkdown(t *testing.T) {
 	if (&Record{Runs: r.Runs[:1]}).CurveMarkdown() != "" {
 		t.Error("a record without curves has a curve table")
 	}
+}
+
+// hist is a histogram of n jobs at each of the latencies (µs).
+func hist(t *testing.T, n int64, latencies ...int64) string {
+	t.Helper()
+	h := hdrhistogram.New(1, 60_000_000, 3)
+	for _, v := range latencies {
+		if err := h.RecordValues(v, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return EncodeHistogram(h)
+}
+
+func TestPooledCurve(t *testing.T) {
+	// Two rounds of 1,000 jobs a step. At 2,000/s, round 1 had a stall
+	// of 3 jobs at 5 ms: its 0.3%, and still 0.15% of the rounds pooled,
+	// so the pooled p99.9 is the stall's, and the p99 round 2's 300 µs.
+	runs := []Run{
+		{Scenario: "fg-curve", Server: Baseline, Round: 1, Curve: []Step{
+			{Offered: 2000, JobsPerSec: 2000, Histogram: hist(t, 1, append(repeat(997, 300), 5000, 5000, 5000)...)},
+			{Offered: 2300, JobsPerSec: 2300, Histogram: hist(t, 1000, 400)},
+		}},
+		{Scenario: "fg-curve", Server: "switchyard", Round: 1, Curve: []Step{
+			{Offered: 2000, JobsPerSec: 2000, Histogram: hist(t, 1000, 200)},
+			{Offered: 2300, JobsPerSec: 2300, Histogram: hist(t, 1000, 300)},
+		}},
+		{Scenario: "fg-curve", Server: Baseline, Round: 2, Curve: []Step{
+			{Offered: 2000, JobsPerSec: 2000, Histogram: hist(t, 1000, 300)},
+			{Offered: 2300, JobsPerSec: 1000, Histogram: hist(t, 1000, 90_000)}, // not sustained
+		}},
+		{Scenario: "fg-curve", Server: "switchyard", Round: 2, Curve: []Step{
+			{Offered: 2000, JobsPerSec: 2000, Histogram: hist(t, 1000, 250)},
+			{Offered: 2300, JobsPerSec: 2300, Histogram: hist(t, 1000, 8000)},
+		}},
+	}
+	r := &Record{Runs: runs}
+	base, ok := r.PooledCurve("fg-curve", Baseline)
+	if !ok || len(base) != 2 {
+		t.Fatalf("pooled %+v (%v)", base, ok)
+	}
+	if s := base[0]; s.Offered != 2000 || s.Rounds != 2 || s.Sustained != 2 || s.Latency.Count != 2000 || s.Latency.P999 < 4990 || s.Latency.P99 > 310 {
+		t.Errorf("2,000/s pooled %+v", s)
+	}
+	if s := base[1]; s.Rounds != 2 || s.Sustained != 1 || s.Latency.Count != 2000 {
+		t.Errorf("2,300/s pooled %+v", s)
+	}
+	md := r.PooledMarkdown()
+	for _, want := range []string{
+		"| fg-curve, pooled over rounds | gearmand sustained | switchyard sustained | p99 gearmand | p99 switchyard | p99.9 gearmand | p99.9 switchyard |",
+		"| 2.00k | 2 of 2 | 2 of 2 | 300µs | 250µs | 5.00ms | 250µs |",
+		"switchyard's p99 at or under gearmand's at 1 of the 1 rates gearmand sustained in every round, its p99.9 at 1",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("pooled table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| 2.30k |") {
+		t.Errorf("a rate gearmand did not sustain in every round is compared:\n%s", md)
+	}
+
+	// A higher latency is in bold.
+	runs[3].Curve[0].Histogram = hist(t, 1000, 350)
+	if md := r.PooledMarkdown(); !strings.Contains(md, "| 300µs | **350µs** |") || !strings.Contains(md, "at 0 of the 1 rates") {
+		t.Errorf("switchyard's higher p99 not marked:\n%s", md)
+	}
+	// A record from before steps kept their histograms has no pool.
+	runs[0].Curve[1].Histogram = ""
+	if _, ok := r.PooledCurve("fg-curve", Baseline); ok {
+		t.Error("pooled a step without its histogram")
+	}
+	if md := r.PooledMarkdown(); md != "" {
+		t.Errorf("pooled table without histograms:\n%s", md)
+	}
+}
+
+func repeat(n int, v int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
 }

@@ -220,12 +220,18 @@ func Markdown(s *Series) string {
 		fmt.Fprintf(&b, "## Latency against offered rate: %s\n\n", rec.Label())
 		b.WriteString("![p50, p99 and p99.9 against the offered rate, per server](curve.svg)\n\n" +
 			"Open loop, as wrk2: jobs are sent on a fixed schedule at the offered rate, whatever became of the ones before, and each is " +
-			"timed from when it was due, so a stall counts for every job due during it. Each step runs on the same server and workers, " +
-			"the rate 1.3x the last, until two steps in a row are not sustained: the server finished less than 95% of the offered jobs " +
-			"or left some unsent or abandoned (hollow points in the chart); one alone may be a stall of a shared machine. The knee is " +
-			"the highest rate sustained with p99 at or under the bound, and the last column the highest sustained at all.\n\n")
+			"timed from when it was due, so a stall counts for every job due during it. Both servers run at once and take each step in " +
+			"turn, each first at every other step, the rate 1.15x the last, until two steps in a row are not sustained: the server " +
+			"finished less than 95% of the offered jobs or left some unsent or abandoned (hollow points in the chart); one alone may be " +
+			"a stall of a shared machine. The knee is the highest rate sustained with p99 at or under the bound, and the last column " +
+			"the highest sustained at all.\n\n")
 		b.WriteString(rec.CurveMarkdown())
 		b.WriteString("\n")
+		if pooled := rec.PooledMarkdown(); pooled != "" {
+			b.WriteString("Each rate's rounds pooled: one histogram of all the rounds' jobs at that rate, so that a p99.9 rests on " +
+				"several times a single step's jobs, at every rate gearmand sustained in every round.\n\n")
+			b.WriteString(pooled)
+		}
 	}
 	b.WriteString("## History\n\n![jobs/s, p99 and server CPU per job per scenario over runs](history.svg)\n\n")
 	for _, sc := range s.Scenarios {

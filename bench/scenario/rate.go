@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"switchyard/bench/load"
@@ -45,13 +46,14 @@ var fgCurve = &Scenario{
 	About: "fg-rate stepped: the offered rate from the rate param up by 1.15x a step until two steps in a row are not sustained; " +
 		"each step's p50/p99/p99.9 in the record's curve, and the knee (highest rate sustained with p99 under the bound)",
 	Uses: rateUses,
+	// Every server at once, a step on each in turn: see runFgCurve.
 	// Steps of 4 s after 0.5 s of warm-up: 18 steps from 2,000 jobs/s
 	// reach 21k, past both servers on a 2-CPU machine, in 80 seconds. A
 	// step's p99.9 is its 8th-worst job at 2,000/s: at 2 s, one stall of
 	// the machine set the 4th-worst, and with it the step.
-	Full:  Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 4 * time.Second, Warmup: 500 * time.Millisecond},
-	Quick: Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 300 * time.Millisecond},
-	run:   runFgCurve,
+	Full:      Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 4 * time.Second, Warmup: 500 * time.Millisecond},
+	Quick:     Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 300 * time.Millisecond},
+	runPaired: runFgCurve,
 }
 
 var httpRate = &Scenario{
@@ -115,9 +117,9 @@ func recordRate(out *record.Run, p Params, res load.RateResult) {
 }
 
 // fgRateStep runs one open-loop step of p.Rate against workers already
-// registered for function.
-func fgRateStep(ctx context.Context, t Target, p Params, function string) (load.RateResult, error) {
-	start := time.Now().Add(p.Warmup)
+// registered for function, its measured window from start (its warm-up
+// from now).
+func fgRateStep(ctx context.Context, t Target, p Params, function string, start time.Time) (load.RateResult, error) {
 	ph := &load.Phase{Start: start, End: start.Add(p.Duration), Grace: rateGrace}
 	c := load.RateClient{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), Conns: p.Clients, Rate: float64(p.Rate)}
 	return c.Run(ctx, ph)
@@ -135,7 +137,7 @@ func runFgRate(ctx context.Context, t Target, p Params, out *record.Run) error {
 	}
 	start := time.Now().Add(p.Warmup)
 	cpu := meterPhase(t, &load.Phase{Start: start, End: start.Add(p.Duration)})
-	res, err := fgRateStep(ctx, t, p, function)
+	res, err := fgRateStep(ctx, t, p, function, start)
 	cpu.perJob(out, res.Measured)
 	if u, uerr := t.Usage(); uerr == nil {
 		out.RSSMB = megabytes(u.RSS)
@@ -168,45 +170,100 @@ func curveRates(first int) []int {
 	return rates
 }
 
-func runFgCurve(ctx context.Context, t Target, p Params, out *record.Run) error {
+// curveSide is one server of a paired fg-curve.
+type curveSide struct {
+	t       Target
+	out     *record.Run
+	workers *workerPool
+	done    bool // past saturation, or failed
+	errs    []error
+}
+
+// runFgCurve steps every target up the same rates, each step on every
+// server in turn, the order reversed at every step, so that each server
+// goes first as often and a slow minute of the machine falls on both.
+// A server leaves the curve once past saturation; the curve ends when
+// all have.
+func runFgCurve(ctx context.Context, ts []Target, p Params, outs []*record.Run) []error {
 	const function = "bench-fg-curve"
+	errs := make([]error, len(ts))
 	if p.Rate <= 0 {
-		return fmt.Errorf("rate %d: want jobs/s > 0", p.Rate)
+		for i := range errs {
+			errs[i] = fmt.Errorf("rate %d: want jobs/s > 0", p.Rate)
+		}
+		return errs
 	}
-	workers := startWorkers(ctx, t.Addr, function, p, load.Worker{})
-	if err := workers.waitReady(ctx); err != nil {
-		_, werr := workers.stop()
-		return errors.Join(err, werr)
+	sides := make([]*curveSide, len(ts))
+	for i, t := range ts {
+		side := &curveSide{t: t, out: outs[i], workers: startWorkers(ctx, t.Addr, function, p, load.Worker{})}
+		if err := side.workers.waitReady(ctx); err != nil {
+			side.errs = append(side.errs, err)
+			side.done = true
+		}
+		sides[i] = side
 	}
-	var errs []error
-	for _, rate := range curveRates(p.Rate) {
+	order := make([]*curveSide, len(sides))
+	for i, rate := range curveRates(p.Rate) {
 		if ctx.Err() != nil {
 			break
 		}
-		sp := p
-		sp.Rate = rate
-		res, err := fgRateStep(ctx, t, sp, function)
-		step := record.Step{
-			Offered:    float64(rate),
-			JobsPerSec: float64(res.Done) / p.Duration.Seconds(),
-			Latency:    record.Summarize(res.Latency),
-			Unsent:     res.Due - res.Sent,
-			Abandoned:  res.Abandoned,
+		copy(order, sides)
+		if i%2 == 1 {
+			slices.Reverse(order)
 		}
-		out.Curve = append(out.Curve, step)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%d jobs/s: %w", rate, err))
-			break
+		stepped := false
+		for _, side := range order {
+			if side.done {
+				continue
+			}
+			stepped = true
+			side.step(ctx, p, rate, function)
 		}
-		// Past saturation, by two steps in a row not sustained: one may
-		// be a stall of a machine shared with other work, and the next
-		// would only queue more.
-		if n := len(out.Curve); n >= 2 && !out.Curve[n-1].Sustained() && !out.Curve[n-2].Sustained() {
+		if !stepped {
 			break
 		}
 	}
-	_, werr := workers.stop()
-	errs = append(errs, werr)
+	for i, side := range sides {
+		_, werr := side.workers.stop()
+		side.errs = append(side.errs, werr)
+		side.finish(p)
+		errs[i] = errors.Join(side.errs...)
+	}
+	return errs
+}
+
+// step runs one step of the curve at rate on the side's server.
+func (side *curveSide) step(ctx context.Context, p Params, rate int, function string) {
+	sp := p
+	sp.Rate = rate
+	start := time.Now().Add(p.Warmup)
+	res, err := fgRateStep(ctx, side.t, sp, function, start)
+	out := side.out
+	out.Curve = append(out.Curve, record.Step{
+		Offered:    float64(rate),
+		Start:      start,
+		JobsPerSec: float64(res.Done) / p.Duration.Seconds(),
+		Latency:    record.Summarize(res.Latency),
+		Unsent:     res.Due - res.Sent,
+		Abandoned:  res.Abandoned,
+		Histogram:  record.EncodeHistogram(res.Latency),
+	})
+	if err != nil {
+		side.errs = append(side.errs, fmt.Errorf("%d jobs/s: %w", rate, err))
+		side.done = true
+		return
+	}
+	// Past saturation, by two steps in a row not sustained: one may be a
+	// stall of a machine shared with other work, and the next would
+	// only queue more.
+	if n := len(out.Curve); n >= 2 && !out.Curve[n-1].Sustained() && !out.Curve[n-2].Sustained() {
+		side.done = true
+	}
+}
+
+// finish sets the run's headline figures from its curve: the knee.
+func (side *curveSide) finish(p Params) {
+	out := side.out
 	if knee, ok := record.Knee(out.Curve, record.KneeP99Micros); ok {
 		out.JobsPerSec = knee.Offered
 		out.Latency = knee.Latency
@@ -217,9 +274,8 @@ func runFgCurve(ctx context.Context, t Target, p Params, out *record.Run) error 
 	setExtra(out, "knee_p99_bound_us", record.KneeP99Micros)
 	setExtra(out, "steps", float64(len(out.Curve)))
 	if len(out.Curve) > 0 && out.Curve[len(out.Curve)-1].Sustained() {
-		errs = append(errs, fmt.Errorf("still sustained %v jobs/s after %d steps: start the curve higher (rate)", out.Curve[len(out.Curve)-1].Offered, curveSteps))
+		side.errs = append(side.errs, fmt.Errorf("still sustained %v jobs/s after %d steps: start the curve higher (rate)", out.Curve[len(out.Curve)-1].Offered, curveSteps))
 	}
-	return errors.Join(errs...)
 }
 
 func runHTTPRate(ctx context.Context, t Target, p Params, out *record.Run) error {

@@ -101,7 +101,14 @@ type Scenario struct {
 	Full    Params // defaults of `make bench`
 	Quick   Params // defaults of --quick: a few seconds and smaller counts
 	run     func(ctx context.Context, t Target, p Params, out *record.Run) error
+	// runPaired, set instead of run, runs the scenario on several servers
+	// at once, a step on each in turn (RunPaired).
+	runPaired func(ctx context.Context, ts []Target, p Params, outs []*record.Run) []error
 }
+
+// Paired reports whether the scenario runs on every server at once
+// (RunPaired) rather than on one at a time.
+func (s *Scenario) Paired() bool { return s.runPaired != nil }
 
 // SwitchyardOnly reports whether the scenario speaks a protocol gearmand
 // has not, and so runs against switchyard alone.
@@ -118,6 +125,9 @@ const (
 // Run runs the scenario and returns its record (Server and Round left for
 // the caller). A failure is recorded in Run.Error with whatever was measured.
 func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
+	if s.runPaired != nil {
+		return s.RunPaired(ctx, []Target{t}, p)[0]
+	}
 	out := record.Run{Scenario: s.Name, Params: p.Strings(s.Uses)}
 	before, errBefore := t.Usage()
 	loadBefore := selfCPU()
@@ -135,6 +145,46 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 		out.Error = err.Error()
 	}
 	return out
+}
+
+// RunPaired runs a paired scenario on every target at once: the servers
+// all run, and take its steps in turn, so that the minutes a slow spell
+// of a shared machine falls on are shared too, where one server's whole
+// run after the other's would give one of them all of it. One record per
+// target, in order; LoadCPU, the load generator's, is the whole run's.
+func (s *Scenario) RunPaired(ctx context.Context, ts []Target, p Params) []record.Run {
+	outs := make([]record.Run, len(ts))
+	ptrs := make([]*record.Run, len(ts))
+	befores := make([]harness.Usage, len(ts))
+	errBefore := make([]error, len(ts))
+	for i, t := range ts {
+		outs[i] = record.Run{Scenario: s.Name, Params: p.Strings(s.Uses)}
+		ptrs[i] = &outs[i]
+		befores[i], errBefore[i] = t.Usage()
+	}
+	loadBefore := selfCPU()
+	errs := s.runPaired(ctx, ts, p, ptrs)
+	loadCPU := (selfCPU() - loadBefore).Seconds()
+	for i, t := range ts {
+		out := &outs[i]
+		out.LoadCPU = loadCPU
+		after, errAfter := t.Usage()
+		if errBefore[i] == nil && errAfter == nil {
+			out.CPUSeconds = (after.CPU - befores[i].CPU).Seconds()
+			out.PeakRSSMB = megabytes(after.PeakRSS)
+			if out.RSSMB == 0 {
+				out.RSSMB = megabytes(after.RSS)
+			}
+		}
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		}
+		if err := errors.Join(err, errAfter); err != nil {
+			out.Error = err.Error()
+		}
+	}
+	return outs
 }
 
 // All is every scenario, in the order `make bench` runs them.

@@ -1,6 +1,7 @@
 // Command switchyard-bench runs the benchmark scenarios against switchyard
 // and, when it is installed, gearmand, alternating the two per scenario so
-// that every figure has a baseline from the same minute. The Periodic,
+// that every figure has a baseline from the same minute; the paired
+// scenario (fg-curve) runs both at once and alternates them per step. The Periodic,
 // Worker–Controller and dwork scenarios run against switchyard alone:
 // gearmand has none of those protocols; so does mixed, which runs all of
 // them at once. It prints a markdown table and writes a JSON record to the
@@ -160,6 +161,33 @@ func run() error {
 	for _, step := range schedule(scenarios, opts.rounds, opts.interleave) {
 		sc, round := step.sc, step.round
 		params := *opts.params[sc.Name]
+		if sc.Paired() {
+			var specs []serverSpec
+			for _, s := range servers {
+				if runsOn(sc, s.config.Name) {
+					specs = append(specs, s)
+				}
+			}
+			if ctx.Err() != nil {
+				return errors.New("interrupted; no record written")
+			}
+			if serverLog != nil {
+				for i := range specs {
+					specs[i].config.Log = serverLog
+				}
+				fmt.Fprintf(serverLog, "=== %s round %d on %s, paired\n", sc.Name, round, serverNames(specs))
+			}
+			runs, err := runPaired(ctx, sc, params, specs)
+			if err != nil {
+				return err
+			}
+			for i, run := range runs {
+				run.Server, run.Round = specs[i].config.Name, round
+				rec.Runs = append(rec.Runs, run)
+				printRun(run)
+			}
+			continue
+		}
 		for _, s := range servers {
 			if !runsOn(sc, s.config.Name) {
 				continue
@@ -189,9 +217,7 @@ func run() error {
 				run.OfCeiling = run.JobsPerSec / c.JobsPerSec
 			}
 			rec.Runs = append(rec.Runs, run)
-			fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu µs/job server %s load %s %s\n", run.Scenario, run.Server,
-				record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99),
-				record.FormatCPU(run.ServerCPUPerJob), record.FormatCPU(run.LoadCPUPerJob), firstLine(run.Error))
+			printRun(run)
 		}
 	}
 	relateCluster(rec, scenarios)
@@ -207,6 +233,9 @@ func run() error {
 	if curves := rec.CurveMarkdown(); curves != "" {
 		fmt.Printf("\nLatency–throughput curves (open loop, latency from each job's due time):\n\n%s", curves)
 	}
+	if pooled := rec.PooledMarkdown(); pooled != "" {
+		fmt.Printf("\nThe curves' steps, each rate's rounds pooled:\n\n%s", pooled)
+	}
 	if ranges := rec.RangesMarkdown(); ranges != "" {
 		fmt.Printf("\nOver the %d rounds, median (lowest-highest):\n\n%s", rec.Rounds(), ranges)
 	}
@@ -220,8 +249,87 @@ func run() error {
 	return nil
 }
 
+// printRun reports a run's headline figures as it ends.
+func printRun(run record.Run) {
+	fmt.Fprintf(os.Stderr, "bench: %-19s %-10s %10s jobs/s  p99 %-8s cpu µs/job server %s load %s %s\n", run.Scenario, run.Server,
+		record.FormatRate(run.JobsPerSec), record.FormatMicros(run.Latency.P99),
+		record.FormatCPU(run.ServerCPUPerJob), record.FormatCPU(run.LoadCPUPerJob), firstLine(run.Error))
+}
+
 // runOne starts a fresh server, runs one scenario against it and stops it.
 func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec) (record.Run, error) {
+	st, err := startOne(ctx, sc, p, s)
+	if err != nil {
+		return record.Run{}, err
+	}
+	if st.skipped != nil {
+		return *st.skipped, nil
+	}
+	run := sc.Run(ctx, st.target, p)
+	if err := st.stop(); err != nil && run.Error == "" {
+		run.Error = err.Error()
+	}
+	return run, nil
+}
+
+// runPaired starts a fresh server of each spec, runs a paired scenario
+// on them all at once (scenario.RunPaired) and stops them: one record per
+// spec, in order.
+func runPaired(ctx context.Context, sc *scenario.Scenario, p scenario.Params, specs []serverSpec) ([]record.Run, error) {
+	runs := make([]record.Run, len(specs))
+	var started []*startedServer
+	var targets []scenario.Target
+	var at []int // runs[at[i]] is targets[i]'s
+	defer func() {
+		for _, st := range started {
+			st.stop() // only on an early return: stopped below otherwise
+		}
+	}()
+	for i, s := range specs {
+		st, err := startOne(ctx, sc, p, s)
+		if err != nil {
+			return nil, err
+		}
+		if st.skipped != nil {
+			runs[i] = *st.skipped
+			continue
+		}
+		started = append(started, st)
+		targets = append(targets, st.target)
+		at = append(at, i)
+	}
+	for i, run := range sc.RunPaired(ctx, targets, p) {
+		runs[at[i]] = run
+	}
+	for i, st := range started {
+		if err := st.stop(); err != nil && runs[at[i]].Error == "" {
+			runs[at[i]].Error = err.Error()
+		}
+	}
+	started = nil
+	return runs, nil
+}
+
+// startedServer is a server started for a scenario: target to run it
+// against, and stop to stop the server and remove its files. skipped,
+// instead, is the record of a scenario the server cannot run.
+type startedServer struct {
+	target  scenario.Target
+	stop    func() error
+	skipped *record.Run
+}
+
+// startOne starts a fresh server for one scenario.
+func startOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec) (st *startedServer, err error) {
+	st = &startedServer{}
+	var cleanup []func()
+	defer func() {
+		if err != nil || st.skipped != nil {
+			for _, f := range cleanup {
+				f()
+			}
+		}
+	}()
 	cfg := s.config
 	// Each protocol's listener is off but for that protocol's scenarios
 	// (and mixed): on a port the kernel picks on the protocol's own
@@ -231,8 +339,9 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	for i, l := range listeners {
 		if !s.has[i] {
 			if l.of(sc) {
-				return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
-					Error: cfg.Path + " has no " + l.flag + ": it does not serve " + l.protocol}, nil
+				st.skipped = &record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses),
+					Error: cfg.Path + " has no " + l.flag + ": it does not serve " + l.protocol}
+				return st, nil
 			}
 			continue
 		}
@@ -249,9 +358,9 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		case l.flag == "--controller-socket":
 			dir, err := controllerDir()
 			if err != nil {
-				return record.Run{}, err
+				return nil, err
 			}
-			defer os.RemoveAll(dir)
+			cleanup = append(cleanup, func() { os.RemoveAll(dir) })
 			value = filepath.Join(dir, "main.sock")
 			values[l.flag] = value
 		default:
@@ -263,14 +372,14 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 	if sc.Durable {
 		dir, err := os.MkdirTemp("", "switchyard-bench-data-")
 		if err != nil {
-			return record.Run{}, err
+			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
 		cfg.Args = durableArgs(cfg.Name, cfg.Args, dir)
 	}
 	srv, err := harness.Start(ctx, cfg)
 	if err != nil {
-		return record.Run{}, err
+		return nil, err
 	}
 	// srv changes at a Restart: Usage and the Stop below follow it.
 	target := scenario.Target{Addr: srv.Addr, Usage: func() (harness.Usage, error) { return srv.Usage() }}
@@ -278,7 +387,7 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 		ap, err := netip.ParseAddrPort(addr)
 		if err != nil {
 			srv.Stop()
-			return record.Run{}, err
+			return nil, err
 		}
 		if i := slices.IndexFunc(listeners[:], func(l listener) bool { return l.host == ap.Addr().String() }); i >= 0 {
 			values[listeners[i].flag] = addr
@@ -301,11 +410,15 @@ func runOne(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s ser
 			return scenario.Target{Addr: srv.Addr, Usage: target.Usage}, took, nil
 		}
 	}
-	run := sc.Run(ctx, target, p)
-	if err := srv.Stop(); err != nil && run.Error == "" {
-		run.Error = err.Error()
+	st.target = target
+	st.stop = func() error {
+		err := srv.Stop()
+		for _, f := range cleanup {
+			f()
+		}
+		return err
 	}
-	return run, nil
+	return st, nil
 }
 
 // controllerDir makes a directory for a controller scenario's sockets.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -256,5 +257,78 @@ func TestMixedEndToEnd(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+// TestPairedCurveEndToEnd runs fg-curve for a moment on switchyard and
+// gearmand at once, two rounds: both servers' curves are in the record,
+// step for step at the same rates, their steps taken in turn, each
+// server first at every other step; every step keeps its histogram, and
+// the output sets the pooled steps side by side.
+func TestPairedCurveEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bench and the servers; skipped with -short")
+	}
+	const gearmand = "/usr/sbin/gearmand"
+	if _, err := os.Stat(gearmand); err != nil {
+		if os.Getenv("SWITCHYARD_E2E_REQUIRED") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
+	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	results := filepath.Join(dir, "results")
+	// From 20,000 jobs/s, 1.15x a step passes both servers here within
+	// a few steps; a step is 150 ms.
+	cmd := exec.Command(bin, "--scenarios", "fg-curve", "--switchyard", server, "--gearmand", gearmand, "--out", results, "--rounds", "2",
+		"--fg-curve.rate", "20000", "--fg-curve.clients", "2", "--fg-curve.workers", "2",
+		"--fg-curve.duration", "150ms", "--fg-curve.warmup", "50ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("records %v, %v; want one", paths, err)
+	}
+	rec, err := record.Read(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 2; round++ {
+		sy, gd := rec.Find("fg-curve", "switchyard", round), rec.Find("fg-curve", "gearmand", round)
+		if sy == nil || gd == nil || sy.Error != "" || gd.Error != "" {
+			t.Fatalf("round %d: switchyard %+v, gearmand %+v\n%s", round, sy, gd, stderr.String())
+		}
+		n := min(len(sy.Curve), len(gd.Curve))
+		if n < 2 {
+			t.Fatalf("round %d: curves of %d and %d steps", round, len(sy.Curve), len(gd.Curve))
+		}
+		for i := range n {
+			a, b := sy.Curve[i], gd.Curve[i]
+			if a.Offered != b.Offered || a.Histogram == "" || b.Histogram == "" || a.Start.IsZero() || b.Start.IsZero() {
+				t.Errorf("round %d step %d: %v and %v jobs/s, histograms %t %t, starts %v %v", round, i,
+					a.Offered, b.Offered, a.Histogram != "", b.Histogram != "", a.Start, b.Start)
+			}
+			// Each step on one server, then on the other, the first
+			// changing from step to step; the next step after both.
+			if (i%2 == 0) != a.Start.Before(b.Start) {
+				t.Errorf("round %d step %d: switchyard's began %v, gearmand's %v: not in turn", round, i, a.Start, b.Start)
+			}
+			if i+1 < n && (sy.Curve[i+1].Start.Before(b.Start) || gd.Curve[i+1].Start.Before(a.Start)) {
+				t.Errorf("round %d: step %d began before step %d was over on both servers", round, i+1, i)
+			}
+		}
+	}
+	if !strings.Contains(string(out), "| fg-curve, pooled over rounds | gearmand sustained | switchyard sustained |") {
+		t.Errorf("no pooled table in:\n%s", out)
 	}
 }
