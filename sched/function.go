@@ -16,6 +16,7 @@ type function struct {
 	unique   *keyIndex          // coalescing index: key -> live job; nil when empty
 	peak     int                // most keys unique held since it was made
 	sleepers abilityList        // abilities whose worker slept on this function
+	woken    int                // abilities woken for its jobs that have not asked for work since (WakeDemand)
 	events   Counts             // what happened to its jobs, see shard.count
 	paused   bool               // Pause: its jobs are handed to no worker
 	lat      *funcLatency       // its attempts' latency, with Config.Latency: made at its first

@@ -26,7 +26,8 @@ type Config struct {
 	// ids carry their shard, so a Store's jobs replay under the same ids
 	// only into a scheduler with the same number of shards.
 	Shards int
-	// WorkerWakeup caps how many sleeping workers a new job wakes; 0 = all.
+	// WorkerWakeup caps how many sleeping workers a new job wakes; 0 = all
+	// of them (gearmand's default), WakeDemand one per job waiting.
 	WorkerWakeup int
 	// JobRetries fails a job after this many lost attempts; 0 = never.
 	JobRetries int
@@ -69,6 +70,21 @@ type Config struct {
 	// keeps none.
 	Failures int
 }
+
+// WakeDemand, as Config.WorkerWakeup, wakes as many sleeping workers as
+// a function has jobs waiting beyond the workers already woken for it,
+// instead of all of them: one new job, one worker woken, where waking
+// every sleeper sends all but one of them round the NOOP, GRAB_JOB,
+// NO_JOB, PRE_SLEEP cycle for nothing. A woken worker that has not asked
+// for work within RewakeAfter (a frozen process, a host gone without a
+// FIN) is given up on, and every other sleeper of the function is woken,
+// as 0 would have at once.
+const WakeDemand = -1
+
+// RewakeAfter is how long a worker woken under WakeDemand has to ask for
+// work before the function's other sleepers are woken; the timer fires
+// within a tick of it.
+const RewakeAfter = 10 * time.Millisecond
 
 // DefaultShards is the number of shards unless Config.Shards says
 // otherwise: fixed, not derived from the CPU count, so that job ids (which

@@ -19,6 +19,7 @@ func (s *Sched) Advance(now time.Time) {
 		var late []*Job
 		var lapsed []*Worker
 		var expired []*Job
+		var rewake []*ability
 		sh.wheel.advance(tick, func(t *timer) {
 			switch t.kind {
 			case timerDue:
@@ -30,6 +31,8 @@ func (s *Sched) Advance(now time.Time) {
 			case timerDeadline:
 				t.worker.lapsed = true
 				lapsed = append(lapsed, t.worker)
+			case timerRewake:
+				rewake = append(rewake, abilityOf(t))
 			}
 		})
 		for _, j := range due {
@@ -43,6 +46,13 @@ func (s *Sched) Advance(now time.Time) {
 			s.queueClock(sh, j)
 		}
 		sh.mu.Unlock()
+		for _, a := range rewake {
+			var wl wakeList
+			sh.mu.Lock()
+			s.rewoken(a, &wl)
+			sh.mu.Unlock()
+			s.wakeAll(sh, a.fn, &wl, nil)
+		}
 		for _, j := range due {
 			var wl wakeList
 			sh.mu.Lock()

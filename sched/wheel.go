@@ -10,6 +10,7 @@ const (
 	timerTimeout                       // a running job overran its worker's timeout
 	timerDeadline                      // a worker was not heard from in time
 	timerQueued                        // a queued job waited too long for a worker (QueueTimeout)
+	timerRewake                        // a worker woken for a job did not ask for work in time (WakeDemand)
 )
 
 // timer is intrusive: it lives inside the Job or Worker it times, so arming
@@ -22,7 +23,7 @@ type timer struct {
 	armed      bool
 	slot       uint16    // level<<wheelBits | index, where it is linked
 	job        *Job      // for timerDue and timerTimeout
-	worker     *Worker   // for timerDeadline
+	worker     *Worker   // for timerDeadline (timerRewake's is its ability: see abilityOf)
 	late       []*Worker // workers whose run timeout the job overran, see reportedBy
 }
 

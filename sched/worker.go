@@ -33,6 +33,10 @@ type ability struct {
 	timeout      time.Duration // 0 = none
 	sprev, snext *ability
 	inSleepers   bool
+	woken        bool // woken for fn's jobs under WakeDemand, not yet heard from; guarded by sh.mu
+	// rewake is armed while woken; a fired one finds its ability by its
+	// offset (abilityOf), so that no timer needs a field for it.
+	rewake timer
 }
 
 type abilityList struct{ head, tail *ability }
@@ -99,6 +103,31 @@ type Worker struct {
 	// freeAt is when it last let go of a job, or was made: a latency
 	// reading (Config.Latency), for Idle.
 	freeAt atomic.Int64
+
+	// wokenBy is the ability a WakeDemand wake-up went through, for the
+	// worker's next grab or sleep to settle: a hint, set under that
+	// ability's shard lock; a hint lost to a race only leaves the mark
+	// to its timer.
+	wokenBy atomic.Pointer[ability]
+}
+
+// settleWake unmarks the ability the worker was last woken through, if
+// any, and returns it. The Load first keeps the grab of a worker that was
+// not woken (every grab of a busy one) free of a locked instruction.
+func (w *Worker) settleWake() *ability {
+	if w.wokenBy.Load() == nil {
+		return nil
+	}
+	by := w.wokenBy.Swap(nil)
+	if by != nil {
+		w.s.heard(by)
+	}
+	return by
+}
+
+// abilityOf is the ability whose rewake timer t is.
+func abilityOf(t *timer) *ability {
+	return (*ability)(unsafe.Add(unsafe.Pointer(t), -int(unsafe.Offsetof(ability{}.rewake))))
 }
 
 // NewWorker registers a worker whose sleeps end with a call to waker.Wake.
@@ -213,8 +242,13 @@ func (w *Worker) drop(a *ability) {
 	a.sh.mu.Lock()
 	a.fn.workers--
 	a.fn.sleepers.remove(a)
+	woken := a.woken
+	w.s.unmark(a)
 	a.sh.settle(a.fn)
 	a.sh.mu.Unlock()
+	if woken {
+		w.s.cover(a.sh, a.fn) // its jobs wait for a worker still here
+	}
 }
 
 // Attempt is what a job looked like as a worker's attempt at it began:
@@ -238,6 +272,18 @@ func (w *Worker) Grab() *Job { return w.GrabAttempt(nil) }
 // attributes as this attempt begins.
 func (w *Worker) GrabAttempt(a *Attempt) *Job {
 	w.state.Store(awake)
+	by := w.settleWake()
+	j := w.grab(a)
+	if by != nil {
+		// It may have taken another function's job, or found the one it
+		// was woken for gone: whatever of by's function is still
+		// waiting gets a worker of its own.
+		w.s.cover(by.sh, by.fn)
+	}
+	return j
+}
+
+func (w *Worker) grab(a *Attempt) *Job {
 	for i := len(w.abilities) - 1; i >= 0; i-- {
 		ab := w.abilities[i]
 		sh := ab.sh
@@ -312,6 +358,7 @@ func (s *Sched) wallOf(started int64) time.Time {
 // is already waiting (answer at once); otherwise the worker's Waker is
 // called once work arrives.
 func (w *Worker) Sleep() bool {
+	w.settleWake() // before it may be woken again: one rewake armed at a time
 	w.state.Store(asleep)
 	ready := false
 	for _, a := range w.abilities {
@@ -764,15 +811,29 @@ type wakeList struct {
 	w     [16]*Worker
 	n     int
 	total int // woken so far for this job
+	limit int // the wake-up limit it was collected under
 }
 
 // collectSleepers pops sleeping workers of f into wl, honouring the
 // wake-up limit. Caller holds f's shard lock.
 func (s *Sched) collectSleepers(f *function, wl *wakeList) {
+	s.collect(f, wl, s.wakeup)
+}
+
+// collect is collectSleepers under the wake-up limit given. Caller holds
+// f's shard lock.
+func (s *Sched) collect(f *function, wl *wakeList, limit int) {
+	wl.limit = limit
 	if f.paused {
 		return // they stay asleep on it: Resume wakes them
 	}
-	for wl.n < len(wl.w) && (s.wakeup == 0 || wl.total < s.wakeup) {
+	for wl.n < len(wl.w) {
+		switch {
+		case limit > 0 && wl.total >= limit:
+			return
+		case limit == WakeDemand && f.queued() <= f.woken:
+			return
+		}
 		a := f.sleepers.head
 		if a == nil {
 			return
@@ -782,7 +843,66 @@ func (s *Sched) collectSleepers(f *function, wl *wakeList) {
 			wl.w[wl.n] = a.w
 			wl.n++
 			wl.total++
+			if limit == WakeDemand {
+				s.mark(a)
+			}
 		}
+	}
+}
+
+// mark counts a, just woken, as woken for its function's jobs until its
+// worker asks for work, and arms its rewake. Caller holds a.sh.mu.
+func (s *Sched) mark(a *ability) {
+	if !a.woken {
+		a.woken = true
+		a.fn.woken++
+	}
+	a.rewake.kind = timerRewake
+	a.sh.wheel.arm(&a.rewake, s.deadline(s.clock.Now().Add(RewakeAfter)))
+	a.w.wokenBy.Store(a)
+}
+
+// unmark undoes mark. Caller holds a.sh.mu.
+func (s *Sched) unmark(a *ability) {
+	if a.woken {
+		a.woken = false
+		a.fn.woken--
+		a.sh.wheel.cancel(&a.rewake)
+	}
+}
+
+// heard settles a wake-up through a: its worker asked for work.
+func (s *Sched) heard(a *ability) {
+	a.sh.mu.Lock()
+	s.unmark(a)
+	a.sh.mu.Unlock()
+}
+
+// cover wakes sleepers of f for the jobs of f that no woken worker will
+// take (WakeDemand).
+func (s *Sched) cover(sh *shard, f *function) {
+	if s.wakeup != WakeDemand {
+		return
+	}
+	var wl wakeList
+	sh.mu.Lock()
+	s.collect(f, &wl, WakeDemand)
+	sh.mu.Unlock()
+	s.wakeAll(sh, f, &wl, nil)
+}
+
+// rewoken is what a passed rewake does: a worker woken for a's function
+// did not ask for work in time, so every other sleeper of the function is
+// woken, as without WakeDemand. Caller holds a.sh.mu; the list is woken
+// after it is let go.
+func (s *Sched) rewoken(a *ability, wl *wakeList) {
+	if !a.woken {
+		return // settled since it fired
+	}
+	a.woken = false
+	a.fn.woken--
+	if a.fn.queued() > 0 {
+		s.collect(a.fn, wl, 0)
 	}
 }
 
@@ -800,7 +920,7 @@ func (s *Sched) wakeAll(sh *shard, f *function, wl *wakeList, origin any) {
 			return
 		}
 		sh.mu.Lock()
-		s.collectSleepers(f, wl)
+		s.collect(f, wl, wl.limit)
 		sh.mu.Unlock()
 	}
 }

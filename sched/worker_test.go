@@ -493,3 +493,241 @@ func TestHeldListsConcurrent(t *testing.T) {
 		t.Errorf("%d jobs left queued of %d; at most %d completed", total, jobs, len(workers)*4)
 	}
 }
+
+// wakeCounts is how many times each waker was woken.
+func wakeCounts(ks []*waker) []int32 {
+	out := make([]int32, len(ks))
+	for i, k := range ks {
+		out[i] = k.n.Load()
+	}
+	return out
+}
+
+func sum(ns []int32) (n int32) {
+	for _, v := range ns {
+		n += v
+	}
+	return n
+}
+
+// sleepers registers n workers for fn and puts them to sleep.
+func sleepers(t *testing.T, s *Sched, fn string, n int) ([]*Worker, []*waker) {
+	t.Helper()
+	var ws []*Worker
+	var ks []*waker
+	for range n {
+		k := &waker{}
+		w := s.NewWorker(k)
+		w.CanDo([]byte(fn), 0)
+		if w.Sleep() {
+			t.Fatal("sleep with no work reported work")
+		}
+		ws, ks = append(ws, w), append(ks, k)
+	}
+	return ws, ks
+}
+
+// Under WakeDemand a job wakes one sleeper, and each job beyond the
+// workers woken and not yet heard from one more; a woken worker that
+// grabs is no longer counted, so the next job wakes another.
+func TestWakeDemand(t *testing.T) {
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, WorkerWakeup: WakeDemand})
+	c := s.NewClient(&recorder{})
+	ws, ks := sleepers(t, s, "f", 4)
+
+	submit(t, c, "f", "", "1", Normal, true)
+	if n := sum(wakeCounts(ks)); n != 1 {
+		t.Fatalf("one job woke %d workers, want 1", n)
+	}
+	submit(t, c, "f", "", "2", Normal, true)
+	if n := sum(wakeCounts(ks)); n != 2 {
+		t.Fatalf("two jobs woke %d workers, want 2", n)
+	}
+	// The two woken grab a job each; a third job wakes a third worker.
+	var awake []*Worker
+	for i, k := range ks {
+		if k.n.Load() == 1 {
+			if grabPayload(ws[i]) == "<none>" {
+				t.Fatalf("woken worker %d found no job", i)
+			}
+			awake = append(awake, ws[i])
+		}
+	}
+	submit(t, c, "f", "", "3", Normal, true)
+	if n := sum(wakeCounts(ks)); n != 3 {
+		t.Fatalf("after both grabbed, a third job woke %d in all, want 3", n)
+	}
+	// Nothing fires for the ones heard from; the third's rewake is
+	// armed until it grabs.
+	s.Advance(clk.pass(time.Second))
+	if n := sum(wakeCounts(ks)); n != 4 {
+		t.Fatalf("the third, not heard from in %v: %d woken in all, want the last sleeper too (4)", RewakeAfter, n)
+	}
+	if grabPayload(awake[0]) != "3" {
+		t.Fatal("job 3 is not waiting")
+	}
+}
+
+// A woken worker that does not ask for work in time is given up on: the
+// function's other sleepers are all woken, as gearmand would at once.
+// One that answers in time leaves nothing to fire.
+func TestWakeDemandRewake(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer func(t *testing.T, w *Worker) // what the woken worker does in time, if anything
+		want   int32                         // wakes in all after a second
+	}{
+		{"no answer", nil, 5},
+		{"grabs", func(t *testing.T, w *Worker) { w.Grab() }, 1},
+		// PRE_SLEEP without a grab: told at once that work waits (NOOP).
+		{"sleeps again", func(t *testing.T, w *Worker) {
+			if !w.Sleep() {
+				t.Error("slept with its job waiting")
+			}
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			s := newTest(t, Config{Clock: clk, WorkerWakeup: WakeDemand})
+			c := s.NewClient(&recorder{})
+			ws, ks := sleepers(t, s, "f", 5)
+			submit(t, c, "f", "", "x", Normal, true)
+			first := slices.IndexFunc(ks, func(k *waker) bool { return k.n.Load() == 1 })
+			if first < 0 || sum(wakeCounts(ks)) != 1 {
+				t.Fatalf("woken %v, want one", wakeCounts(ks))
+			}
+			if tt.answer != nil {
+				tt.answer(t, ws[first])
+			}
+			s.Advance(clk.pass(RewakeAfter / 2))
+			if n := sum(wakeCounts(ks)); tt.answer == nil && n != 1 {
+				t.Fatalf("rewoken before %v: %v", RewakeAfter, wakeCounts(ks))
+			}
+			s.Advance(clk.pass(time.Second))
+			if n := sum(wakeCounts(ks)); n != tt.want {
+				t.Fatalf("after a second: %v woken, want %d in all", wakeCounts(ks), tt.want)
+			}
+		})
+	}
+}
+
+// A woken worker that takes another function's job, or goes away, leaves
+// the job it was woken for to another sleeper at once.
+func TestWakeDemandCover(t *testing.T) {
+	for _, tc := range []string{"takes another job", "cant do", "closes"} {
+		t.Run(tc, func(t *testing.T) {
+			clk := newFakeClock()
+			s := newTest(t, Config{Clock: clk, WorkerWakeup: WakeDemand})
+			c := s.NewClient(&recorder{})
+			kb := &waker{}
+			both := s.NewWorker(kb)
+			both.CanDo([]byte("f"), 0)
+			both.CanDo([]byte("g"), 0) // tried first: registered last
+			both.Sleep()
+			_, ks := sleepers(t, s, "f", 2) // behind it on f's list
+			submit(t, c, "f", "", "f1", Normal, true)
+			submit(t, c, "g", "", "g1", Normal, true)
+			if kb.n.Load() != 1 || sum(wakeCounts(ks)) != 0 {
+				t.Fatalf("woken: the two-function worker %d times, f's others %v; want it alone, once", kb.n.Load(), wakeCounts(ks))
+			}
+			switch tc {
+			case "takes another job":
+				if j := both.Grab(); j == nil || string(j.Payload()) != "g1" {
+					t.Fatalf("grabbed %v, want g1", j)
+				}
+			case "cant do":
+				both.CantDo([]byte("f"))
+			case "closes":
+				both.Close()
+			}
+			if n := sum(wakeCounts(ks)); n != 1 {
+				t.Fatalf("f's job: %v of its other workers woken, want one", wakeCounts(ks))
+			}
+		})
+	}
+}
+
+// Workers that sleep, wake, grab and finish on goroutines of their own
+// while jobs arrive on others, under WakeDemand, with a real ticker for
+// the rewakes: every job is run, however the wake-ups and grabs interleave
+// (-race checks the woken marks and hints), and at the end no function
+// counts a woken worker nobody has settled.
+func TestWakeDemandConcurrent(t *testing.T) {
+	s := newTest(t, Config{WorkerWakeup: WakeDemand, Shards: 4})
+	const workers, submitters, each = 6, 3, 400
+	funcs := []string{"f", "g"}
+	var done atomic.Int64
+	all := make(chan struct{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		k := make(chanWaker, 1)
+		w := s.NewWorker(k)
+		for _, f := range funcs[:1+i%2] {
+			w.CanDo([]byte(f), 0)
+		}
+		wg.Go(func() {
+			for {
+				if j := w.Grab(); j != nil {
+					if err := w.Update(j.ID(), &Update{Kind: Complete}); err != nil {
+						t.Error(err)
+						return
+					}
+					if done.Add(1) == submitters*each {
+						close(all)
+					}
+					continue
+				}
+				if w.Sleep() {
+					continue
+				}
+				select {
+				case <-k:
+				case <-stop:
+					return
+				}
+			}
+		})
+	}
+	var ticker sync.WaitGroup
+	ticker.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-time.After(time.Millisecond):
+				s.Advance(now)
+			}
+		}
+	})
+	for i := range submitters {
+		wg.Go(func() {
+			c := s.NewClient(&recorder{})
+			for n := range each {
+				if _, err := c.Submit(&SubmitReq{Func: []byte(funcs[(i+n)%2]), Payload: []byte("p"), Background: true}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		t.Errorf("%d of %d jobs run after a minute", done.Load(), submitters*each)
+	}
+	close(stop)
+	wg.Wait()
+	ticker.Wait()
+	for _, name := range funcs {
+		sh := s.shardFor([]byte(name))
+		sh.mu.Lock()
+		f := sh.funcs[name]
+		if f.queued() != 0 || f.woken < 0 {
+			t.Errorf("%s: %d queued, %d woken", name, f.queued(), f.woken)
+		}
+		sh.mu.Unlock()
+	}
+}

@@ -65,6 +65,7 @@ import (
 	"switchyard/engine/dwork"
 	"switchyard/engine/gearhttp"
 	"switchyard/engine/memodb"
+	"switchyard/sched"
 	"switchyard/sched/durable"
 	"switchyard/sched/sqlite"
 )
@@ -116,7 +117,7 @@ type options struct {
 	PlainPort         string        // --plain-port (ours), normalised like Port; "" = none
 	Threads           int           // -t/--threads, 0 = one event loop per core
 	JobRetries        int           // -j/--job-retries, 0 = unlimited
-	WorkerWakeup      int           // -w/--worker-wakeup, 0 = all
+	WorkerWakeup      int           // -w/--worker-wakeup, 0 = all, sched.WakeDemand = auto
 	RoundRobin        bool          // -R/--round-robin
 	JobHandlePrefix   string        // --job-handle-prefix, "" = "H:<hostname>"
 	Exceptions        bool          // --exceptions
@@ -326,9 +327,10 @@ var optTable = []*optDef{
 	{long: "version", short: 'V', group: gGeneral,
 		help: "Display the version of gearmand and exit.",
 		set:  setBool(func(o *options) *bool { return &o.Version })},
-	{long: "worker-wakeup", short: 'w', value: true, dflt: "0", group: gGeneral,
-		help: "Number of workers to wakeup for each job received. The default is to wakeup all available workers.",
-		set:  setInt(func(o *options) *int { return &o.WorkerWakeup }, 0, 1<<32-1)},
+	{long: "worker-wakeup", short: 'w', value: true, dflt: "auto", group: gGeneral,
+		help: "Number of workers to wakeup for each job received; 0 wakes all available workers, gearmand's default. " +
+			"auto wakes one per job waiting, and the rest if a woken worker does not ask for work within 10ms; auto is switchyard only.",
+		set: setWakeup},
 	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
 		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",
 		set:  setMaxPacket},
@@ -498,6 +500,15 @@ func setInt(field func(*options) *int, lo, hi int64) func(*parseState, string) e
 		*field(s.o) = int(n)
 		return nil
 	}
+}
+
+// setWakeup takes -w: auto (sched.WakeDemand) or a count, 0 for all.
+func setWakeup(s *parseState, v string) error {
+	if v == "auto" {
+		s.o.WorkerWakeup = sched.WakeDemand
+		return nil
+	}
+	return setInt(func(o *options) *int { return &o.WorkerWakeup }, 0, 1<<32-1)(s, v)
 }
 
 func validateOnly(lo, hi int64) func(*parseState, string) error {
@@ -1103,6 +1114,7 @@ func defaultOptions() *options {
 		Port:              defaultPort,
 		LogFile:           defaultLogFile,
 		Verbose:           defaultVerbose,
+		WorkerWakeup:      sched.WakeDemand,
 		Backlog:           defaultBacklog,
 		KeepaliveIdle:     -1,
 		KeepaliveInterval: -1,

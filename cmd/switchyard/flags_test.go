@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/sched"
 )
 
 // isolate points the default configuration file at a path that does not
@@ -73,7 +75,7 @@ func TestDefaults(t *testing.T) {
 		QueueType: "durable", Fsync: "batch", ConfigFile: cfg, MaxPacket: 64 << 20, MaxMemory: -1, FunctionTTL: time.Hour,
 		ShutdownTimeout: 30 * time.Second, SqliteTable: "gearman_queue",
 		MemodbQueue: 10 * time.Second, MemodbHeartbeat: 10 * time.Second,
-		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute, FailuresKept: 20,
+		HTTPPort: "8080", HTTPTimeout: 10 * time.Minute, FailuresKept: 20, WorkerWakeup: sched.WakeDemand,
 	}
 	checkOptions(t, o, exp)
 }
@@ -144,6 +146,8 @@ func TestParseArgs(t *testing.T) {
 		{"-wN", []string{"-w2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
 		{"--worker-wakeup N", []string{"--worker-wakeup", "2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
 		{"--worker-wakeup=N", []string{"--worker-wakeup=2"}, nil, want(func(o *options) { o.WorkerWakeup = 2 })},
+		{"-w 0 wakes all, as gearmand", []string{"-w", "0"}, nil, want(func(o *options) { o.WorkerWakeup = 0 })},
+		{"-w auto", []string{"-w", "auto"}, nil, want(func(o *options) { o.WorkerWakeup = sched.WakeDemand })},
 
 		{"-R", []string{"-R"}, nil, want(func(o *options) { o.RoundRobin = true })},
 		{"--round-robin", []string{"--round-robin"}, nil, want(func(o *options) { o.RoundRobin = true })},
@@ -468,6 +472,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-j", "-1"}, nil, "the argument ('-1') for option '--job-retries' is invalid"},
 		{[]string{"-w", "x"}, nil, "the argument ('x') for option '--worker-wakeup' is invalid"},
 		{[]string{"-w", "-1"}, nil, "the argument ('-1') for option '--worker-wakeup' is invalid"},
+		{[]string{"-w", "Auto"}, nil, "the argument ('Auto') for option '--worker-wakeup' is invalid"},
 		{[]string{"-b", "-1"}, nil, "the argument ('-1') for option '--backlog' is invalid"},
 		{[]string{"-b", "abc"}, nil, "the argument ('abc') for option '--backlog' is invalid"},
 		{[]string{"-b", "99999999999"}, nil, "the argument ('99999999999') for option '--backlog' is invalid"},
@@ -908,5 +913,16 @@ func TestEveryOptionParses(t *testing.T) {
 				t.Errorf("%q: %v", args, err)
 			}
 		}
+	}
+}
+
+// Unset, -w wakes on demand; gearmand's default, all, is -w 0.
+func TestWorkerWakeupDefault(t *testing.T) {
+	o, err := parseArgs(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.WorkerWakeup != sched.WakeDemand {
+		t.Errorf("default -w %d, want sched.WakeDemand", o.WorkerWakeup)
 	}
 }
