@@ -184,7 +184,7 @@ bench: build
 
 # bench-latency runs the open-loop scenarios only: the same offered rates on
 # switchyard and gearmand, and the latency-throughput curve (fg-curve), three
-# rounds, about a quarter of an hour; make bench-report then draws curve.svg.
+# rounds, about 17 minutes on 2 cores; make bench-report then draws curve.svg.
 bench-latency: build
 	$(GO) build -o bin/switchyard-bench ./bench/cmd/switchyard-bench
 	./bin/switchyard-bench --switchyard $(BIN) --out bench/results --rounds 3 \

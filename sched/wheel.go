@@ -13,8 +13,8 @@ const (
 	timerRewake                        // a worker woken for a job did not ask for work in time (WakeDemand)
 )
 
-// timer is intrusive: it lives inside the Job or Worker it times, so arming
-// and cancelling allocate nothing.
+// timer is intrusive: it lives inside the Job, Worker or ability it times,
+// so arming and cancelling allocate nothing.
 type timer struct {
 	prev, next *timer
 	due        *timer // the chain of timers firing in one tick, see advance
