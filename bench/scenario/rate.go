@@ -48,7 +48,7 @@ var fgCurve = &Scenario{
 	Uses: rateUses,
 	// Every server at once, a step on each in turn: see runFgCurve.
 	// Steps of 4 s after 0.5 s of warm-up: 18 steps from 2,000 jobs/s
-	// reach 21k, past both servers on a 2-CPU machine, in 80 seconds. A
+	// reach 21k, past both servers on a 2-CPU machine, in 80 seconds each. A
 	// step's p99.9 is its 8th-worst job at 2,000/s: at 2 s, one stall of
 	// the machine set the 4th-worst, and with it the step.
 	Full:      Params{Rate: 2000, Clients: 4, Workers: 4, Grab: 1, Payload: 64, Duration: 4 * time.Second, Warmup: 500 * time.Millisecond},

@@ -112,12 +112,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	_, err := os.Stat(defaultNATSServer)
 	withNATS := err == nil
 	dir := t.TempDir()
-	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
-	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
+	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
 	args := []string{"--scenarios", "bg-durable,cluster-bg,cluster-failover", "--interleave", "--switchyard", server, "--gearmand", "none",
 		"--out", results,

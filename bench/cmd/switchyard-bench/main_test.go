@@ -153,12 +153,7 @@ func TestDurableRestartEndToEnd(t *testing.T) {
 		t.Skip("builds and runs the bench and the server; skipped with -short")
 	}
 	dir := t.TempDir()
-	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
-	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
+	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
 	cmd := exec.Command(bin, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none", "--out", results,
 		"--queue-1m-durable.jobs", "3000", "--queue-1m-durable.clients", "2", "--queue-1m-durable.workers", "2",
@@ -212,12 +207,7 @@ func TestMixedEndToEnd(t *testing.T) {
 		t.Skip("builds and runs the bench and the server; skipped with -short")
 	}
 	dir := t.TempDir()
-	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
-	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
+	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
 	cmd := exec.Command(bin, "--scenarios", "ceiling,fg,mixed", "--switchyard", server, "--gearmand", "none", "--out", results,
 		"--ceiling.duration", "500ms", "--ceiling.warmup", "100ms", "--fg.duration", "500ms", "--fg.warmup", "100ms",
@@ -277,12 +267,7 @@ func TestPairedCurveEndToEnd(t *testing.T) {
 		t.Skip(err)
 	}
 	dir := t.TempDir()
-	bin, server := filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
-	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
+	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
 	// From 20,000 jobs/s, 1.15x a step passes both servers here within
 	// a few steps; a step is 150 ms.
@@ -331,4 +316,16 @@ func TestPairedCurveEndToEnd(t *testing.T) {
 	if !strings.Contains(string(out), "| fg-curve, pooled over rounds | gearmand sustained | switchyard sustained |") {
 		t.Errorf("no pooled table in:\n%s", out)
 	}
+}
+
+// buildBoth builds the bench and the server into dir.
+func buildBoth(t *testing.T, dir string) (bin, server string) {
+	t.Helper()
+	bin, server = filepath.Join(dir, "switchyard-bench"), filepath.Join(dir, "switchyard")
+	for _, b := range [][2]string{{bin, "."}, {server, "switchyard/cmd/switchyard"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	return bin, server
 }
