@@ -200,8 +200,8 @@ func (r *Record) PooledCurve(scenario, server string) ([]PooledStep, bool) {
 
 // PooledMarkdown sets each server's pooled curve (PooledCurve) against
 // the baseline's, at every offered rate the baseline sustained in every
-// round that reached it: the rates at which the servers' latencies
-// compare at equal load. Each p99 and p99.9 rests on the jobs of all
+// round (a round whose curve ended below a rate did not sustain it): the
+// rates at which the servers' latencies compare at equal load. Each p99 and p99.9 rests on the jobs of all
 // the rounds, several times a single step's. "" without pooled curves.
 func (r *Record) PooledMarkdown() string {
 	var b strings.Builder
@@ -209,6 +209,12 @@ func (r *Record) PooledMarkdown() string {
 		base, ok := r.PooledCurve(sc, Baseline)
 		if !ok {
 			continue
+		}
+		rounds := 0
+		for _, run := range r.Runs {
+			if run.Scenario == sc && run.Server == Baseline && len(run.Curve) > 0 {
+				rounds++
+			}
 		}
 		for _, server := range r.curveServers(sc) {
 			if server == Baseline {
@@ -227,7 +233,7 @@ func (r *Record) PooledMarkdown() string {
 			b.WriteString("|--:|--:|--:|--:|--:|--:|--:|\n")
 			var rates, p99, p999 int
 			for _, bs := range base {
-				if bs.Sustained < bs.Rounds {
+				if bs.Sustained < rounds {
 					continue
 				}
 				st, ok := byRate[bs.Offered]

@@ -124,6 +124,14 @@ func TestPooledCurve(t *testing.T) {
 	if strings.Contains(md, "| 2.30k |") {
 		t.Errorf("a rate gearmand did not sustain in every round is compared:\n%s", md)
 	}
+	// A rate only round 1 reached (round 2 ended below it) is not one
+	// gearmand sustained in every round.
+	runs[0].Curve = append(runs[0].Curve, Step{Offered: 2645, JobsPerSec: 2645, Histogram: hist(t, 1000, 500)})
+	runs[1].Curve = append(runs[1].Curve, Step{Offered: 2645, JobsPerSec: 2645, Histogram: hist(t, 1000, 400)})
+	if md := r.PooledMarkdown(); strings.Contains(md, "| 2.65k |") {
+		t.Errorf("a rate one round of gearmand never reached is compared:\n%s", md)
+	}
+	runs[0].Curve, runs[1].Curve = runs[0].Curve[:2], runs[1].Curve[:2]
 
 	// A higher latency is in bold.
 	runs[3].Curve[0].Histogram = hist(t, 1000, 350)
