@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -115,7 +113,6 @@ func TestClusterEndToEnd(t *testing.T) {
 	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
 	args := []string{"--scenarios", "bg-durable,cluster-bg,cluster-failover", "--interleave", "--switchyard", server, "--gearmand", "none",
-		"--out", results,
 		"--bg-durable.jobs", "400", "--bg-durable.clients", "2", "--bg-durable.inflight", "8", "--bg-durable.duration", "2s", "--bg-durable.timeout", "1m",
 		"--cluster-bg.jobs", "400", "--cluster-bg.clients", "2", "--cluster-bg.inflight", "8", "--cluster-bg.duration", "2s", "--cluster-bg.timeout", "1m",
 		"--cluster-failover.kills", "1", "--cluster-failover.warmup", "100ms", "--cluster-failover.timeout", "30s", "--cluster-failover.duration", "2m"}
@@ -123,24 +120,10 @@ func TestClusterEndToEnd(t *testing.T) {
 		t.Logf("%s is not installed: the cluster runs without their JetStream peer", defaultNATSServer)
 		args = append(args, "--nats-server", "none")
 	}
-	cmd := exec.Command(bin, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s\n%s", err, out, stderr.String())
-	}
-	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
-	if err != nil || len(paths) != 1 {
-		t.Fatalf("records %v, %v; want one\n%s", paths, err, stderr.String())
-	}
-	rec, err := record.Read(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, stderr, rec := runBench(t, bin, results, args...)
 	single, cluster, failover := rec.Find("bg-durable", "switchyard", 1), rec.Find("cluster-bg", clusterServer, 1), rec.Find("cluster-failover", clusterServer, 1)
 	if single == nil || cluster == nil || failover == nil {
-		t.Fatalf("runs missing from the record:\n%s\n%s", out, stderr.String())
+		t.Fatalf("runs missing from the record:\n%s\n%s", out, stderr)
 	}
 	for _, run := range []*record.Run{single, cluster, failover} {
 		if run.Error != "" || run.Jobs <= 0 {

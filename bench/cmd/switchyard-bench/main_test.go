@@ -155,15 +155,9 @@ func TestDurableRestartEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
-	cmd := exec.Command(bin, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none", "--out", results,
+	out, stderr, rec := runBench(t, bin, results, "--scenarios", "queue-1m-durable", "--switchyard", server, "--gearmand", "none",
 		"--queue-1m-durable.jobs", "3000", "--queue-1m-durable.clients", "2", "--queue-1m-durable.workers", "2",
 		"--queue-1m-durable.settle", "10ms", "--queue-1m-durable.timeout", "1m")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
 	row := ""
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(l, "| queue-1m-durable | switchyard |") {
@@ -171,17 +165,9 @@ func TestDurableRestartEndToEnd(t *testing.T) {
 		}
 	}
 	if row == "" || strings.Contains(row, "error") || !strings.Contains(row, " restart ") || !strings.Contains(row, " drain ") {
-		t.Errorf("no queue-1m-durable row with a restart and a drain, and no error, in:\n%s\n%s", out, stderr.String())
+		t.Errorf("no queue-1m-durable row with a restart and a drain, and no error, in:\n%s\n%s", out, stderr)
 	}
 	t.Log(row)
-	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
-	if err != nil || len(paths) != 1 {
-		t.Fatalf("records %v, %v; want one", paths, err)
-	}
-	rec, err := record.Read(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := rec.Find("queue-1m-durable", "switchyard", 1)
 	if run == nil || run.LastVsFirst10 <= 0 || run.RSSMB <= 0 || run.Extra["rss_idle_mb"] <= 0 {
 		t.Fatalf("queue-1m-durable's record: %+v", run)
@@ -209,23 +195,9 @@ func TestMixedEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	bin, server := buildBoth(t, dir)
 	results := filepath.Join(dir, "results")
-	cmd := exec.Command(bin, "--scenarios", "ceiling,fg,mixed", "--switchyard", server, "--gearmand", "none", "--out", results,
+	out, _, rec := runBench(t, bin, results, "--scenarios", "ceiling,fg,mixed", "--switchyard", server, "--gearmand", "none",
 		"--ceiling.duration", "500ms", "--ceiling.warmup", "100ms", "--fg.duration", "500ms", "--fg.warmup", "100ms",
 		"--mixed.duration", "500ms", "--mixed.warmup", "100ms", "--mixed.jobs", "300", "--mixed.pulse", "200ms")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
-	if err != nil || len(paths) != 1 {
-		t.Fatalf("records %v, %v; want one\n%s", paths, err, stderr.String())
-	}
-	rec, err := record.Read(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	ceiling, fg, mixed := rec.Find("ceiling", "echo", 1), rec.Find("fg", "switchyard", 1), rec.Find("mixed", "switchyard", 1)
 	if ceiling == nil || fg == nil || mixed == nil {
 		t.Fatalf("runs missing from the record:\n%s", out)
@@ -271,27 +243,13 @@ func TestPairedCurveEndToEnd(t *testing.T) {
 	results := filepath.Join(dir, "results")
 	// From 20,000 jobs/s, 1.15x a step passes both servers here within
 	// a few steps; a step is 150 ms.
-	cmd := exec.Command(bin, "--scenarios", "fg-curve", "--switchyard", server, "--gearmand", gearmand, "--out", results, "--rounds", "2",
+	out, stderr, rec := runBench(t, bin, results, "--scenarios", "fg-curve", "--switchyard", server, "--gearmand", gearmand, "--rounds", "2",
 		"--fg-curve.rate", "20000", "--fg-curve.clients", "2", "--fg-curve.workers", "2",
 		"--fg-curve.duration", "150ms", "--fg-curve.warmup", "50ms")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
-	if err != nil || len(paths) != 1 {
-		t.Fatalf("records %v, %v; want one", paths, err)
-	}
-	rec, err := record.Read(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	for round := 1; round <= 2; round++ {
 		sy, gd := rec.Find("fg-curve", "switchyard", round), rec.Find("fg-curve", "gearmand", round)
 		if sy == nil || gd == nil || sy.Error != "" || gd.Error != "" {
-			t.Fatalf("round %d: switchyard %+v, gearmand %+v\n%s", round, sy, gd, stderr.String())
+			t.Fatalf("round %d: switchyard %+v, gearmand %+v\n%s", round, sy, gd, stderr)
 		}
 		n := min(len(sy.Curve), len(gd.Curve))
 		if n < 2 {
@@ -328,4 +286,26 @@ func buildBoth(t *testing.T, dir string) (bin, server string) {
 		}
 	}
 	return bin, server
+}
+
+// runBench runs the bench with args and --out results, fails the test if
+// it fails, and returns its output, its stderr and the one record it
+// wrote.
+func runBench(t *testing.T, bin, results string, args ...string) (out []byte, stderr string, rec *record.Record) {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--out", results)...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut.String())
+	}
+	paths, err := filepath.Glob(filepath.Join(results, "*.json"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("records %v, %v; want one\n%s", paths, err, errOut.String())
+	}
+	if rec, err = record.Read(paths[0]); err != nil {
+		t.Fatal(err)
+	}
+	return out, errOut.String(), rec
 }
