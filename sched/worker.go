@@ -899,8 +899,7 @@ func (s *Sched) rewoken(a *ability, wl *wakeList) {
 	if !a.woken {
 		return // settled since it fired
 	}
-	a.woken = false
-	a.fn.woken--
+	s.unmark(a)
 	if a.fn.queued() > 0 {
 		s.collect(a.fn, wl, 0)
 	}
