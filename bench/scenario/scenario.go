@@ -129,21 +129,11 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 		return s.RunPaired(ctx, []Target{t}, p)[0]
 	}
 	out := record.Run{Scenario: s.Name, Params: p.Strings(s.Uses)}
-	before, errBefore := t.Usage()
+	m := meter(t)
 	loadBefore := selfCPU()
 	err := s.run(ctx, t, p, &out)
 	out.LoadCPU = (selfCPU() - loadBefore).Seconds()
-	after, errAfter := t.Usage()
-	if errBefore == nil && errAfter == nil {
-		out.CPUSeconds = (after.CPU - before.CPU).Seconds()
-		out.PeakRSSMB = megabytes(after.PeakRSS)
-		if out.RSSMB == 0 { // not sampled by the scenario at a better moment
-			out.RSSMB = megabytes(after.RSS)
-		}
-	}
-	if err := errors.Join(err, errAfter); err != nil {
-		out.Error = err.Error()
-	}
+	m.finish(&out, err)
 	return out
 }
 
@@ -155,36 +145,52 @@ func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 func (s *Scenario) RunPaired(ctx context.Context, ts []Target, p Params) []record.Run {
 	outs := make([]record.Run, len(ts))
 	ptrs := make([]*record.Run, len(ts))
-	befores := make([]harness.Usage, len(ts))
-	errBefore := make([]error, len(ts))
+	meters := make([]metered, len(ts))
 	for i, t := range ts {
 		outs[i] = record.Run{Scenario: s.Name, Params: p.Strings(s.Uses)}
 		ptrs[i] = &outs[i]
-		befores[i], errBefore[i] = t.Usage()
+		meters[i] = meter(t)
 	}
 	loadBefore := selfCPU()
 	errs := s.runPaired(ctx, ts, p, ptrs)
 	loadCPU := (selfCPU() - loadBefore).Seconds()
-	for i, t := range ts {
-		out := &outs[i]
-		out.LoadCPU = loadCPU
-		after, errAfter := t.Usage()
-		if errBefore[i] == nil && errAfter == nil {
-			out.CPUSeconds = (after.CPU - befores[i].CPU).Seconds()
-			out.PeakRSSMB = megabytes(after.PeakRSS)
-			if out.RSSMB == 0 {
-				out.RSSMB = megabytes(after.RSS)
-			}
-		}
+	for i := range outs {
+		outs[i].LoadCPU = loadCPU
 		var err error
 		if i < len(errs) {
 			err = errs[i]
 		}
-		if err := errors.Join(err, errAfter); err != nil {
-			out.Error = err.Error()
-		}
+		meters[i].finish(&outs[i], err)
 	}
 	return outs
+}
+
+// metered is a target's usage as a scenario began on it.
+type metered struct {
+	t      Target
+	before harness.Usage
+	err    error
+}
+
+func meter(t Target) metered {
+	before, err := t.Usage()
+	return metered{t: t, before: before, err: err}
+}
+
+// finish sets out's server CPU and RSS from the target's usage since
+// meter, and its Error from err and any failure to read the usage.
+func (m metered) finish(out *record.Run, err error) {
+	after, errAfter := m.t.Usage()
+	if m.err == nil && errAfter == nil {
+		out.CPUSeconds = (after.CPU - m.before.CPU).Seconds()
+		out.PeakRSSMB = megabytes(after.PeakRSS)
+		if out.RSSMB == 0 { // not sampled by the scenario at a better moment
+			out.RSSMB = megabytes(after.RSS)
+		}
+	}
+	if err := errors.Join(err, errAfter); err != nil {
+		out.Error = err.Error()
+	}
 }
 
 // All is every scenario, in the order `make bench` runs them.
