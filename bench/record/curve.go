@@ -205,7 +205,7 @@ func (r *Record) PooledCurve(scenario, server string) ([]PooledStep, bool) {
 // the rounds, several times a single step's. "" without pooled curves.
 func (r *Record) PooledMarkdown() string {
 	var b strings.Builder
-	for _, sc := range r.curveScenarios() {
+	for _, sc := range r.CurveScenarios() {
 		base, ok := r.PooledCurve(sc, Baseline)
 		if !ok {
 			continue
@@ -260,9 +260,9 @@ func (r *Record) PooledMarkdown() string {
 	return b.String()
 }
 
-// curveScenarios is the record's scenarios with curves, in order of
+// CurveScenarios is the record's scenarios with curves, in order of
 // first appearance; curveServers the servers with a curve of sc.
-func (r *Record) curveScenarios() []string {
+func (r *Record) CurveScenarios() []string {
 	var out []string
 	for _, run := range r.Runs {
 		if len(run.Curve) > 0 && !slices.Contains(out, run.Scenario) {

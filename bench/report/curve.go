@@ -42,12 +42,7 @@ func CurveSVG(s *Series) string {
 	if rec == nil {
 		return ""
 	}
-	var scenarios []string
-	for _, run := range rec.Runs {
-		if len(run.Curve) > 0 && !contains(scenarios, run.Scenario) {
-			scenarios = append(scenarios, run.Scenario)
-		}
-	}
+	scenarios := rec.CurveScenarios()
 	width := len(curvePercentiles) * cellW
 	height := headerH + len(scenarios)*cellH
 	var b strings.Builder
@@ -77,15 +72,6 @@ func CurveSVG(s *Series) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // curvePanel draws one percentile of one scenario's curves with its
