@@ -45,7 +45,7 @@ func TestCurveMarkdown(t *testing.T) {
 		{Scenario: "fg-curve", Server: Baseline, Round: 1, Curve: []Step{step(2000, 2000, 700), {Offered: 2600, JobsPerSec: 2000, Unsent: 7, Abandoned: 3, Latency: Latency{P99: 3_000_000}}}},
 	}}
 	md := r.CurveMarkdown()
-	for _, want := range []string{
+	mustContain(t, "curve table", md,
 		"| fg-curve | switchyard | 1 | 2.60k | 2.60k | 300µs | 600µs | 1.20ms | 1.80ms | yes |",
 		"| fg-curve | switchyard | 1 | 3.38k | 2.90k |",
 		"| no (0 unsent, 0 abandoned) |",
@@ -53,11 +53,7 @@ func TestCurveMarkdown(t *testing.T) {
 		"| knee (highest rate sustained with p99 ≤ 10.0ms) | server | round | offered/s |",
 		"| fg-curve | switchyard | 1 | 2.60k | 300µs | 600µs | 1.20ms | 1.30x | 2.60k |",
 		"| fg-curve | gearmand | 1 | 2.00k | 350µs | 700µs | 1.40ms |  | 2.00k |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("curve table lacks %q:\n%s", want, md)
-		}
-	}
+	)
 	if strings.Contains(md, "| fg | ") {
 		t.Errorf("a run without a curve in the curve table:\n%s", md)
 	}
@@ -112,15 +108,11 @@ func TestPooledCurve(t *testing.T) {
 		t.Errorf("2,300/s pooled %+v", s)
 	}
 	md := r.PooledMarkdown()
-	for _, want := range []string{
+	mustContain(t, "pooled table", md,
 		"| fg-curve, pooled over rounds | gearmand sustained | switchyard sustained | p99 gearmand | p99 switchyard | p99.9 gearmand | p99.9 switchyard |",
 		"| 2.00k | 2 of 2 | 2 of 2 | 300µs | 250µs | 5.00ms | 250µs |",
 		"switchyard's p99 at or under gearmand's at 1 of the 1 rates gearmand sustained in every round, its p99.9 at 1",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("pooled table lacks %q:\n%s", want, md)
-		}
-	}
+	)
 	if strings.Contains(md, "| 2.30k |") {
 		t.Errorf("a rate gearmand did not sustain in every round is compared:\n%s", md)
 	}
@@ -154,4 +146,15 @@ func repeat(n int, v int64) []int64 {
 		out[i] = v
 	}
 	return out
+}
+
+// mustContain fails the test for each of wants that text (what, for the
+// message) lacks.
+func mustContain(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, text)
+		}
+	}
 }
