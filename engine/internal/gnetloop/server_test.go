@@ -79,7 +79,7 @@ func (lc *lineConn) Traffic() gnet.Action {
 			lc.h.mu.Lock()
 			to := lc.h.named[n]
 			lc.h.mu.Unlock()
-			to.deliver(c.Loop(), x)
+			to.deliver(c.Home(), x)
 		case "dump":
 			var k int
 			fmt.Sscan(arg, &k)
