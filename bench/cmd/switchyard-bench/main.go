@@ -177,12 +177,18 @@ func run() error {
 				}
 				fmt.Fprintf(serverLog, "=== %s round %d on %s, paired\n", sc.Name, round, serverNames(specs))
 			}
-			runs, err := runPaired(ctx, sc, params, specs)
+			// The server that takes each step first alternates by round.
+			first := slices.Clone(specs)
+			if round%2 == 0 {
+				slices.Reverse(first)
+			}
+			runs, err := runPaired(ctx, sc, params, first)
 			if err != nil {
 				return err
 			}
-			for i, run := range runs {
-				run.Server, run.Round = specs[i].config.Name, round
+			for _, s := range specs { // the record's order, whichever went first
+				run := runs[slices.IndexFunc(first, func(f serverSpec) bool { return f.config.Name == s.config.Name })]
+				run.Server, run.Round = s.config.Name, round
 				rec.Runs = append(rec.Runs, run)
 				printRun(run)
 			}
