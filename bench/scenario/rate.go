@@ -185,7 +185,7 @@ type curveSide struct {
 // the order at every step gave each server two steps in a row, the
 // first of them after twice the idle time, and in runs of one server
 // against itself (the README's latency section) that first step's p99 was
-// 10-35% the worse. The caller alternates which server goes first by
+// 9-35% the worse. The caller alternates which server goes first by
 // round. A server leaves the curve once past saturation; the curve ends
 // when all have.
 func runFgCurve(ctx context.Context, ts []Target, p Params, outs []*record.Run) []error {
