@@ -52,6 +52,9 @@ func CurveSVG(s *Series) string {
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">latency against offered rate, open loop: %s</text>`+"\n", marginLeft, esc(rec.Label()))
 	x := marginLeft
 	for _, srv := range s.Servers {
+		if !hasCurve(rec, srv) {
+			continue // the echo process, a cluster: in the history, not here
+		}
 		c := colorOf(s.Servers, srv)
 		fmt.Fprintf(&b, `<line x1="%d" y1="38" x2="%d" y2="38" stroke="%s" stroke-width="2"/><circle cx="%d" cy="38" r="3" fill="%s"/>`,
 			x, x+20, c, x+10, c)
@@ -72,6 +75,16 @@ func CurveSVG(s *Series) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// hasCurve reports whether server has a run with a curve in rec.
+func hasCurve(rec *record.Record, server string) bool {
+	for i := range rec.Runs {
+		if rec.Runs[i].Server == server && len(rec.Runs[i].Curve) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // curvePanel draws one percentile of one scenario's curves with its

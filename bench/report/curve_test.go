@@ -49,10 +49,14 @@ func TestCurveSVG(t *testing.T) {
 			counts[el.Name.Local]++
 		}
 	}
-	// 5 steps in each of the 3 panels, and the legend's 3 servers and
-	// hollow point; a line per server per panel.
-	if got, want := counts["circle"], 3*5+3+1; got != want {
+	// 5 steps in each of the 3 panels, and the legend's 2 servers with
+	// curves (not the history's echo) and hollow point; a line per server
+	// per panel.
+	if got, want := counts["circle"], 3*5+2+1; got != want {
 		t.Errorf("%d circles, want %d", got, want)
+	}
+	if strings.Contains(svg, ">echo<") {
+		t.Error("the legend lists echo, which has no curve")
 	}
 	if got := counts["polyline"]; got != 2*3 {
 		t.Errorf("%d polylines, want 6", got)
