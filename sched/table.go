@@ -1,14 +1,15 @@
 package sched
 
+import "switchyard/sched/internal/seqpages"
+
 // jobTable maps a shard's job sequence numbers to live jobs. Sequence
 // numbers only grow, so the table is a run of fixed pages indexed directly:
 // no hashing, and no rehash stalls while millions of jobs are queued. A page
 // is freed once all its numbers have been handed out and every job on it
-// has ended; the front of the run is trimmed as pages empty.
+// has ended, and the run with it.
 type jobTable struct {
-	pages []*jobPage
-	base  uint64 // page number of pages[0]
-	n     int    // live jobs
+	pages seqpages.Run[jobPage]
+	n     int // live jobs
 }
 
 const (
@@ -22,40 +23,17 @@ type jobPage struct {
 }
 
 func (t *jobTable) get(seq uint64) *Job {
-	pn := seq >> pageBits
-	if pn < t.base || pn-t.base >= uint64(len(t.pages)) {
-		return nil
+	if p := t.pages.Page(seq >> pageBits); p != nil {
+		return p.slots[seq&(pageSize-1)]
 	}
-	p := t.pages[pn-t.base]
-	if p == nil {
-		return nil
-	}
-	return p.slots[seq&(pageSize-1)]
+	return nil
 }
 
 // put stores j under seq. Numbers are taken before the shard lock and some
 // are never stored (a coalesced submit), so a put may land on a page that
 // was already freed, even one before the front: it is simply made again.
 func (t *jobTable) put(seq uint64, j *Job) {
-	pn := seq >> pageBits
-	if len(t.pages) == 0 {
-		t.base = pn
-	}
-	if pn < t.base {
-		// A submit that took its number before the front page was trimmed:
-		// grow the run back to the front.
-		grow := make([]*jobPage, t.base-pn, int(t.base-pn)+len(t.pages))
-		t.pages = append(grow, t.pages...)
-		t.base = pn
-	}
-	for pn-t.base >= uint64(len(t.pages)) {
-		t.pages = append(t.pages, nil)
-	}
-	p := t.pages[pn-t.base]
-	if p == nil {
-		p = new(jobPage)
-		t.pages[pn-t.base] = p
-	}
+	p := t.pages.Make(seq>>pageBits, 0)
 	p.slots[seq&(pageSize-1)] = j
 	p.live++
 	t.n++
@@ -65,11 +43,7 @@ func (t *jobTable) put(seq uint64, j *Job) {
 // whose numbers are all handed out and whose jobs have all ended is freed.
 func (t *jobTable) remove(seq, last uint64) {
 	pn := seq >> pageBits
-	if pn < t.base || pn-t.base >= uint64(len(t.pages)) {
-		return
-	}
-	i := pn - t.base
-	p := t.pages[i]
+	p := t.pages.Page(pn)
 	if p == nil || p.slots[seq&(pageSize-1)] == nil {
 		return
 	}
@@ -77,16 +51,7 @@ func (t *jobTable) remove(seq, last uint64) {
 	p.live--
 	t.n--
 	if p.live == 0 && last >= (pn+1)<<pageBits-1 {
-		t.pages[i] = nil
-	}
-	// Trim empty pages off the front so the run does not grow forever.
-	k := 0
-	for k < len(t.pages)-1 && t.pages[k] == nil {
-		k++
-	}
-	if k > 0 {
-		t.base += uint64(k)
-		t.pages = append(t.pages[:0], t.pages[k:]...)
+		t.pages.Free(pn)
 	}
 }
 
@@ -102,13 +67,14 @@ func (t *jobTable) walk(seq uint64, limit int, fn func(*Job)) (next uint64, done
 // walkUntil is walk with an fn that may stop the step early by returning
 // false: the job it refused is where the walk resumes.
 func (t *jobTable) walkUntil(seq uint64, limit int, fn func(*Job) bool) (next uint64, done bool) {
-	if pn := seq >> pageBits; pn < t.base {
-		seq = t.base << pageBits
+	base := t.pages.First()
+	if pn := seq >> pageBits; pn < base {
+		seq = base << pageBits
 	}
-	for i := seq>>pageBits - t.base; i < uint64(len(t.pages)); i++ {
-		p := t.pages[i]
+	for i := seq>>pageBits - base; i < uint64(t.pages.Len()); i++ {
+		p := t.pages.At(int(i))
 		if p == nil {
-			seq = (t.base + i + 1) << pageBits
+			seq = (base + i + 1) << pageBits
 			continue
 		}
 		for k := seq & (pageSize - 1); k < pageSize; k++ {

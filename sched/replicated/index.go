@@ -1,6 +1,9 @@
 package replicated
 
-import "switchyard/sched"
+import (
+	"switchyard/sched"
+	"switchyard/sched/internal/seqpages"
+)
 
 // index maps job ids to where their records lie. A hash map spread the
 // ids of a growing queue over memory, and every new id cost a cache miss
@@ -33,10 +36,8 @@ const (
 	maxPages = 4096
 )
 
-type lane struct {
-	pages []*idPage
-	base  uint64 // page number of pages[0]
-}
+// lane is one shard's run of pages.
+type lane = seqpages.Run[idPage]
 
 type idPage struct {
 	spans [idPageSize]span
@@ -52,19 +53,11 @@ func (x *index) where(id uint64) (*lane, uint64, int) {
 	return &x.lanes[id&(1<<laneBits-1)], seq >> idPageBits, int(seq & (idPageSize - 1))
 }
 
-// page is the page pn of l, nil if it has none.
-func (l *lane) page(pn uint64) *idPage {
-	if pn < l.base || pn-l.base >= uint64(len(l.pages)) {
-		return nil
-	}
-	return l.pages[pn-l.base]
-}
-
 func (p *idPage) holds(slot int) bool { return p.has[slot/64]&(1<<(slot%64)) != 0 }
 
 func (x *index) get(id uint64) (span, bool) {
 	l, pn, slot := x.where(id)
-	if p := l.page(pn); p != nil && p.holds(slot) {
+	if p := l.Page(pn); p != nil && p.holds(slot) {
 		return p.spans[slot], true
 	}
 	if len(x.far) > 0 {
@@ -77,7 +70,7 @@ func (x *index) get(id uint64) (span, bool) {
 // set stores s as id's span and returns the span it replaces, if any.
 func (x *index) set(id uint64, s span) (old span, had bool) {
 	l, pn, slot := x.where(id)
-	p := l.page(pn)
+	p := l.Page(pn)
 	if p == nil || !p.holds(slot) {
 		if len(x.far) > 0 { // id may be there, from when its page was out of reach
 			if old, had = x.far[id]; had {
@@ -86,7 +79,7 @@ func (x *index) set(id uint64, s span) (old span, had bool) {
 			}
 		}
 		if p == nil {
-			if p = l.grow(pn); p == nil {
+			if p = l.Make(pn, maxPages); p == nil {
 				if x.far == nil {
 					x.far = make(map[uint64]span)
 				}
@@ -106,38 +99,10 @@ func (x *index) set(id uint64, s span) (old span, had bool) {
 	return old, true
 }
 
-// grow makes page pn of l, or returns nil if the run would be longer than
-// maxPages.
-func (l *lane) grow(pn uint64) *idPage {
-	switch {
-	case len(l.pages) == 0:
-		l.base = pn
-		l.pages = append(l.pages, nil)
-	case pn < l.base:
-		more := l.base - pn
-		if more > maxPages-uint64(len(l.pages)) {
-			return nil
-		}
-		pages := make([]*idPage, int(more)+len(l.pages))
-		copy(pages[more:], l.pages)
-		l.pages, l.base = pages, pn
-	case pn-l.base >= uint64(len(l.pages)):
-		if pn-l.base >= maxPages {
-			return nil
-		}
-		for pn-l.base >= uint64(len(l.pages)) {
-			l.pages = append(l.pages, nil)
-		}
-	}
-	p := new(idPage)
-	l.pages[pn-l.base] = p
-	return p
-}
-
 // remove forgets id and returns its span, if it had one.
 func (x *index) remove(id uint64) (span, bool) {
 	l, pn, slot := x.where(id)
-	p := l.page(pn)
+	p := l.Page(pn)
 	if p == nil || !p.holds(slot) {
 		if s, ok := x.far[id]; ok {
 			delete(x.far, id)
@@ -152,45 +117,21 @@ func (x *index) remove(id uint64) (span, bool) {
 	p.live--
 	x.n--
 	if p.live == 0 {
-		l.pages[pn-l.base] = nil
-		l.trim()
+		l.Free(pn)
 	}
 	return s, true
-}
-
-// trim drops the empty pages at either end of the run.
-func (l *lane) trim() {
-	i := 0
-	for i < len(l.pages) && l.pages[i] == nil {
-		i++
-	}
-	j := len(l.pages)
-	for j > i && l.pages[j-1] == nil {
-		j--
-	}
-	if i == j {
-		l.pages, l.base = nil, 0
-		return
-	}
-	if i > 0 || j < len(l.pages) {
-		if cap(l.pages) > 4*(j-i)+64 { // let a long run's array go
-			l.pages = append([]*idPage(nil), l.pages[i:j]...)
-		} else {
-			l.pages = l.pages[i:j]
-		}
-		l.base += uint64(i)
-	}
 }
 
 // each calls fn for every id, in no order.
 func (x *index) each(fn func(id uint64, s span)) {
 	for li := range x.lanes {
 		l := &x.lanes[li]
-		for pi, p := range l.pages {
+		for pi := range l.Len() {
+			p := l.At(pi)
 			if p == nil {
 				continue
 			}
-			first := (l.base + uint64(pi)) << idPageBits
+			first := (l.First() + uint64(pi)) << idPageBits
 			for slot := range idPageSize {
 				if p.holds(slot) {
 					fn((first+uint64(slot))<<laneBits|uint64(li), p.spans[slot])

@@ -28,10 +28,10 @@ func checkIndex(t *testing.T, x *index, want map[uint64]span) {
 	}
 	for li := range x.lanes {
 		l := &x.lanes[li]
-		if len(l.pages) > maxPages {
-			t.Fatalf("lane %d: a run of %d pages", li, len(l.pages))
+		if l.Len() > maxPages {
+			t.Fatalf("lane %d: a run of %d pages", li, l.Len())
 		}
-		if len(l.pages) > 0 && (l.pages[0] == nil || l.pages[len(l.pages)-1] == nil) {
+		if l.Len() > 0 && (l.At(0) == nil || l.At(l.Len()-1) == nil) {
 			t.Fatalf("lane %d: an empty page at an end of the run", li)
 		}
 	}
@@ -97,7 +97,7 @@ func TestIndex(t *testing.T) {
 			}
 			checkIndex(t, &x, map[uint64]span{})
 			for li := range x.lanes {
-				if x.lanes[li].pages != nil {
+				if x.lanes[li].Len() != 0 {
 					t.Fatalf("lane %d keeps pages once empty", li)
 				}
 			}
