@@ -22,7 +22,8 @@ type Waker interface {
 // sleeper of a few (the wake-up limits but 0), one at home there goes
 // first: the job's NOOP, grab and result then stay on one goroutine,
 // where a sleeper elsewhere costs a hand-off, and a thread wake-up, each
-// way.
+// way. Home is compared with Origins by ==, so it must be comparable (a
+// pointer, as Origins are).
 type Homed interface {
 	Home() any
 }
