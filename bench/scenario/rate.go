@@ -217,6 +217,7 @@ func runFgCurve(ctx context.Context, ts []Target, p Params, outs []*record.Run) 
 			}
 			stepped = true
 			side.step(ctx, p, rate, function)
+			side.drain(ctx, function)
 		}
 		if !stepped {
 			break
@@ -257,6 +258,39 @@ func (side *curveSide) step(ctx context.Context, p Params, rate int, function st
 	// only queue more.
 	if n := len(out.Curve); n >= 2 && !out.Curve[n-1].Sustained() && !out.Curve[n-2].Sustained() {
 		side.done = true
+	}
+}
+
+// drainFor bounds the wait for a server to finish the jobs a step left
+// it: the backlog of a step past saturation, 4,096 jobs a connection at
+// most, takes gearmand a few seconds.
+const drainFor = 30 * time.Second
+
+// drain waits until the side's server holds no job of function: a
+// server past saturation still works through its backlog once its step
+// is over, and whichever server stepped next would share the machine
+// with it, at the rates that decide its knee.
+func (side *curveSide) drain(ctx context.Context, function string) {
+	deadline := time.Now().Add(drainFor)
+	for {
+		n, err := load.QueuedJobs(ctx, side.t.Addr, function)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				side.errs = append(side.errs, fmt.Errorf("draining: %w", err))
+			}
+			return
+		case n == 0:
+			return
+		case time.Now().After(deadline):
+			side.errs = append(side.errs, fmt.Errorf("%d jobs still held %v after a step", n, drainFor))
+			return
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // polling a server's queue, not synchronising
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
