@@ -428,7 +428,7 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 	}
 	r.Waiting, r.Kept = false, false
 
-	wake := wakeList{origin: r.Origin}
+	var wake wakeList
 	sh.mu.Lock()
 	f := s.function(sh, r.Func)
 	key := j.key()
@@ -647,7 +647,7 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 		x, y := j.more(), fresh.more()
 		x.when, x.timeout, x.counter = y.when, y.timeout, y.counter
 	}
-	wake := wakeList{origin: r.Origin}
+	var wake wakeList
 	if !blocked { // else it waits on, and is placed when released
 		s.place(sh, j, &wake)
 	}

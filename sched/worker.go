@@ -17,17 +17,6 @@ type Waker interface {
 	Wake(origin any)
 }
 
-// Homed is a Waker that lives on one of its frontend's goroutines, whose
-// Origin token Home returns. When a job made on that goroutine wakes one
-// sleeper of a few (the wake-up limits but 0), one at home there goes
-// first: the job's NOOP, grab and result then stay on one goroutine,
-// where a sleeper elsewhere costs a hand-off, and a thread wake-up, each
-// way. Home is compared with Origins by ==, so it must be comparable (a
-// pointer, as Origins are).
-type Homed interface {
-	Home() any
-}
-
 // Worker sleep states.
 const (
 	awake int32 = iota
@@ -62,24 +51,6 @@ func (l *abilityList) push(a *ability) {
 	}
 	l.tail = a
 	a.inSleepers = true
-}
-
-// nearScan bounds the sleepers near looks at: a few, so that a function
-// with thousands asleep costs no more to wake.
-const nearScan = 8
-
-// near is the first of the list's first nearScan sleepers whose worker is
-// at home on origin's goroutine (Homed), else the head. The list is not
-// empty.
-func (l *abilityList) near(origin any) *ability {
-	n := 0
-	for a := l.head; a != nil && n < nearScan; a = a.snext {
-		if a.w.home == origin {
-			return a
-		}
-		n++
-	}
-	return l.head
 }
 
 func (l *abilityList) remove(a *ability) {
@@ -133,9 +104,6 @@ type Worker struct {
 	// reading (Config.Latency), for Idle.
 	freeAt atomic.Int64
 
-	// home is the waker's Home (Homed), or nil.
-	home any
-
 	// wokenBy is the ability a WakeDemand wake-up went through, for the
 	// worker's next grab or sleep to settle: a hint, set under that
 	// ability's shard lock; a hint lost to a race only leaves the mark
@@ -165,9 +133,6 @@ func abilityOf(t *timer) *ability {
 // NewWorker registers a worker whose sleeps end with a call to waker.Wake.
 func (s *Sched) NewWorker(waker Waker) *Worker {
 	w := &Worker{s: s, waker: waker, id: atomic.AddUint64(&s.workerSeq, 1)}
-	if h, ok := waker.(Homed); ok {
-		w.home = h.Home()
-	}
 	w.freeAt.Store(s.latency())
 	return w
 }
@@ -500,7 +465,7 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		// A failed attempt at a job that retries for ever is no news for
 		// its listeners: back to the queue (unless w's attempt was already
 		// given up on, see reportedBy).
-		wake := wakeList{origin: u.Origin}
+		var wake wakeList
 		ended := false
 		if j.worker == w && j.state == stateRunning {
 			sh.count(j.fn, j.src, eventOf(u.Kind))
@@ -843,11 +808,10 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 
 // wakeList gathers sleepers to wake once the shard lock is released.
 type wakeList struct {
-	w      [16]*Worker
-	n      int
-	total  int // woken so far for this job
-	limit  int // the wake-up limit it was collected under
-	origin any // the Origin of the call that made the work: its sleepers go first
+	w     [16]*Worker
+	n     int
+	total int // woken so far for this job
+	limit int // the wake-up limit it was collected under
 }
 
 // collectSleepers pops sleeping workers of f into wl, honouring the
@@ -873,9 +837,6 @@ func (s *Sched) collect(f *function, wl *wakeList, limit int) {
 		a := f.sleepers.head
 		if a == nil {
 			return
-		}
-		if limit != 0 && wl.origin != nil {
-			a = f.sleepers.near(wl.origin)
 		}
 		f.sleepers.remove(a)
 		if a.w.state.CompareAndSwap(asleep, woken) {

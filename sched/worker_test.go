@@ -569,58 +569,6 @@ func TestWakeDemand(t *testing.T) {
 	}
 }
 
-// homedWaker is a waker at home on one of a frontend's goroutines.
-type homedWaker struct {
-	waker
-	home any
-}
-
-func (k *homedWaker) Home() any { return k.home }
-
-// A job made on a goroutine wakes a sleeper at home there before the
-// longer sleepers elsewhere, under the limits that wake one of several;
-// from nowhere in particular (a timer's) the longest sleeper goes, and
-// gearmand's wake-all wakes them all.
-func TestWakeHome(t *testing.T) {
-	type loop struct{ n int } // a frontend's Origin token
-	here, there := &loop{1}, &loop{2}
-	tests := []struct {
-		name   string
-		wakeup int
-		origin any
-		want   []int32 // wakes of: there's sleeper (asleep longest), here's, a homeless one
-	}{
-		{"demand, from here", WakeDemand, here, []int32{0, 1, 0}},
-		{"demand, from there", WakeDemand, there, []int32{1, 0, 0}},
-		{"demand, from elsewhere", WakeDemand, &loop{3}, []int32{1, 0, 0}},
-		{"demand, from nowhere", WakeDemand, nil, []int32{1, 0, 0}},
-		{"one, from here", 1, here, []int32{0, 1, 0}},
-		{"all, from here", 0, here, []int32{1, 1, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newTest(t, Config{WorkerWakeup: tt.wakeup})
-			ks := []*homedWaker{{home: there}, {home: here}, {}}
-			counts := make([]*waker, len(ks))
-			for i, k := range ks {
-				w := s.NewWorker(k)
-				w.CanDo([]byte("f"), 0)
-				if w.Sleep() {
-					t.Fatal("sleep with no work reported work")
-				}
-				counts[i] = &k.waker
-			}
-			c := s.NewClient(&recorder{})
-			if _, err := c.Submit(&SubmitReq{Func: []byte("f"), Payload: []byte("1"), Background: true, Origin: tt.origin}); err != nil {
-				t.Fatal(err)
-			}
-			if got := wakeCounts(counts); !slices.Equal(got, tt.want) {
-				t.Fatalf("woken %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // A woken worker that does not ask for work in time is given up on: the
 // function's other sleepers are all woken, as gearmand would at once.
 // One that answers in time leaves nothing to fire.

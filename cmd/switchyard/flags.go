@@ -329,7 +329,7 @@ var optTable = []*optDef{
 		set:  setBool(func(o *options) *bool { return &o.Version })},
 	{long: "worker-wakeup", short: 'w', value: true, dflt: "auto", group: gGeneral,
 		help: "Number of workers to wakeup for each job received; 0 wakes all available workers, gearmand's default. " +
-			"auto wakes one per job waiting, on the job's own event loop if one sleeps there, and the rest if a woken worker does not ask for work within 10ms; auto is switchyard only.",
+			"auto wakes one per job waiting, and the rest if a woken worker does not ask for work within 10ms; auto is switchyard only.",
 		set: setWakeup},
 	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
 		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",

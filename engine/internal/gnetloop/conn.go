@@ -63,11 +63,6 @@ func (c *Conn) Fd() int { return c.fd }
 // Loop is the connection's loop, the Origin token of callbacks from it.
 func (c *Conn) Loop() *Loop { return c.loop }
 
-// Home is the connection's loop as the scheduler's Origin token: a
-// session that is a sched.Waker is then a sched.Homed, and a job made on
-// its loop wakes it before sleepers on other loops.
-func (c *Conn) Home() any { return c.loop }
-
 // Server is the server the connection belongs to.
 func (c *Conn) Server() *Server { return c.srv }
 

@@ -79,7 +79,7 @@ func (lc *lineConn) Traffic() gnet.Action {
 			lc.h.mu.Lock()
 			to := lc.h.named[n]
 			lc.h.mu.Unlock()
-			to.deliver(c.Home(), x)
+			to.deliver(c.Loop(), x)
 		case "dump":
 			var k int
 			fmt.Sscan(arg, &k)
