@@ -186,9 +186,11 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			for _, s := range specs { // the record's order, whichever went first
-				run := runs[slices.IndexFunc(first, func(f serverSpec) bool { return f.config.Name == s.config.Name })]
-				run.Server, run.Round = s.config.Name, round
+			if round%2 == 0 {
+				slices.Reverse(runs) // back to the record's order
+			}
+			for i, run := range runs {
+				run.Server, run.Round = specs[i].config.Name, round
 				rec.Runs = append(rec.Runs, run)
 				printRun(run)
 			}
