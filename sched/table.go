@@ -6,7 +6,7 @@ import "switchyard/sched/internal/seqpages"
 // numbers only grow, so the table is a run of fixed pages indexed directly:
 // no hashing, and no rehash stalls while millions of jobs are queued. A page
 // is freed once all its numbers have been handed out and every job on it
-// has ended, and the run with it.
+// has ended, and the run then drops the empty pages at its ends.
 type jobTable struct {
 	pages seqpages.Run[jobPage]
 	n     int // live jobs
