@@ -32,8 +32,20 @@ func (t *jobTable) get(seq uint64) *Job {
 // put stores j under seq. Numbers are taken before the shard lock and some
 // are never stored (a coalesced submit), so a put may land on a page that
 // was already freed, even one before the front: it is simply made again.
+//
+// A put past the back page frees that page if its jobs have all ended:
+// remove keeps a page whose numbers were not all handed out yet, and if
+// the rest of them went to submits never stored, no remove comes back to
+// it. Without this the page would stay for good, and the run with it from
+// there on: 8 KB, and a slot per later page.
 func (t *jobTable) put(seq uint64, j *Job) {
-	p := t.pages.Make(seq>>pageBits, 0)
+	pn := seq >> pageBits
+	if n := t.pages.Len(); n > 0 {
+		if back := t.pages.First() + uint64(n) - 1; pn > back && t.pages.At(n-1).live == 0 {
+			t.pages.Free(back)
+		}
+	}
+	p := t.pages.Make(pn, 0)
 	p.slots[seq&(pageSize-1)] = j
 	p.live++
 	t.n++

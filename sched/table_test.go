@@ -71,6 +71,39 @@ func TestJobTable(t *testing.T) {
 	check()
 }
 
+// A page whose jobs all ended before its numbers were all handed out is
+// kept by remove; if the rest of its numbers go to submits never stored,
+// the first put on a later page frees it, and the front moves on.
+func TestJobTableFreesAnEmptyBackPage(t *testing.T) {
+	var tb jobTable
+	tb.put(5, &Job{id: 5})
+	tb.remove(5, 5) // numbers up to 5 handed out: page 0 is still filling
+	if tb.pages.Len() != 1 {
+		t.Fatalf("page 0 freed while its numbers were still being handed out: %d pages", tb.pages.Len())
+	}
+	// Numbers 6 to 2*pageSize-1 go to coalesced submits: never stored.
+	far := uint64(2*pageSize + 3)
+	tb.put(far, &Job{id: far})
+	if tb.pages.First() != 2 || tb.pages.Len() != 1 || tb.get(far) == nil {
+		t.Fatalf("run from page %d, %d pages: the empty page 0 stayed", tb.pages.First(), tb.pages.Len())
+	}
+	// A late number on the freed page still lands, and goes once it ends.
+	tb.put(7, &Job{id: 7})
+	if tb.get(7) == nil || tb.n != 2 {
+		t.Fatalf("late job 7 lost: n = %d", tb.n)
+	}
+	tb.remove(7, far)
+	if tb.pages.First() != 2 || tb.pages.Len() != 1 {
+		t.Fatalf("run from page %d, %d pages after the late job ended", tb.pages.First(), tb.pages.Len())
+	}
+	// A put on the back page itself keeps it, empty or not.
+	tb.remove(far, far)
+	tb.put(far+1, &Job{id: far + 1})
+	if tb.pages.First() != 2 || tb.get(far+1) == nil {
+		t.Fatalf("run from page %d: the back page was not kept for its own numbers", tb.pages.First())
+	}
+}
+
 // walkAll walks tb from seq in steps of limit slots, calling between(next)
 // after each step, and returns the jobs seen.
 func walkAll(tb *jobTable, seq uint64, limit int, between func(next uint64)) []*Job {
