@@ -184,7 +184,7 @@ type curveSide struct {
 // other's: a server is as long idle before each of its steps. Reversing
 // the order at every step gave each server two steps in a row, the
 // first of them after twice the idle time, and in runs of one server
-// against itself (the README's latency section) that first step's p99 was
+// against itself (docs/benchmarks.md, latency) that first step's p99 was
 // 9-35% the worse. The caller alternates which server goes first by
 // round. A server leaves the curve once past saturation; the curve ends
 // when all have.
