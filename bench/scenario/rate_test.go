@@ -99,6 +99,9 @@ func TestOpenLoopAgainstSwitchyard(t *testing.T) {
 		if n < 2 || run.Curve[n-1].Sustained() || run.Curve[n-2].Sustained() || run.Extra["steps"] != float64(n) {
 			t.Fatalf("curve %+v: want steps up to two not sustained", run.Curve)
 		}
+		if run.Extra["warm_jobs"] <= 0 {
+			t.Errorf("no unmeasured first step before the curve: extras %v", run.Extra)
+		}
 		for i, st := range run.Curve {
 			if st.Offered != float64(curveRates(5000)[i]) || st.Latency.Count <= 0 {
 				t.Errorf("step %d: %+v", i, st)
