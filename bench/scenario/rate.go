@@ -267,14 +267,14 @@ func (side *curveSide) step(ctx context.Context, p Params, rate int, function st
 	}
 }
 
-// warm runs the curve's first step once on the side's server, unmeasured:
-// what starts cold in a run (the load generator's threads and memory, a
-// fresh server's first connections) is paid there, not by the first
-// measured step of whichever server goes first. In four drained runs
-// without it that step (round 1's, at 2,000 jobs/s, on switchyard) had
-// p99 3.2-4.4 ms, against 0.65-1.7 ms for the first steps of rounds 2
-// and 3, and three of the four rates where switchyard's pooled p99 came
-// out above gearmand's were that step's.
+// warm runs the curve's first step once on the side's server, unmeasured,
+// so that whatever starts cold in a run is paid there and not by the
+// first measured step of the server that goes first. In four drained
+// runs without it that step (round 1's, 2,000 jobs/s, switchyard's) had
+// p99 3.2-4.4 ms against 0.65-1.7 ms for the first steps of rounds 2 and
+// 3, whose servers were as fresh; three of the four rates where
+// switchyard's pooled p99 came out above gearmand's were that step's.
+// What was cold is not known: later single-round runs did not show it.
 func (side *curveSide) warm(ctx context.Context, p Params, function string) {
 	res, err := fgRateStep(ctx, side.t, p, function, time.Now().Add(p.Warmup))
 	setExtra(side.out, "warm_jobs", float64(res.Measured))
