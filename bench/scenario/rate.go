@@ -47,9 +47,9 @@ var fgCurve = &Scenario{
 	Uses: rateUses,
 	// Every server at once, a step on each in turn: see runFgCurve.
 	// Steps of 4 s after 0.5 s of warm-up: 20 steps from 2,000 jobs/s
-	// reach 28.5k, past both servers' knees on a 2-CPU machine. A step's p99.9 is
-	// its 8th-worst job at 2,000/s: at 2 s, one stall of the machine set
-	// the 4th-worst, and with it the step.
+	// reach 28.5k, past both servers' knees on a 2-CPU machine. A step's
+	// p99.9 is its 8th-worst job at 2,000/s: at 2 s, one stall of the
+	// machine set the 4th-worst, and with it the step.
 	//
 	// 8 workers, not fg-rate's 4: a worker that holds one job at a time
 	// does a job a round trip, and with 4 the pool, not the server, set
@@ -281,7 +281,8 @@ func (side *curveSide) step(ctx context.Context, p Params, rate int, function st
 // p99 3.2-4.4 ms against 0.65-1.7 ms for the first steps of rounds 2 and
 // 3, whose servers were as fresh; three of the four rates where
 // switchyard's pooled p99 came out above gearmand's were that step's.
-// What was cold is not known: later single-round runs did not show it.
+// What was cold is not known: four single-round runs did not show it,
+// and one run since, after an idle machine, showed it after this pass.
 func (side *curveSide) warm(ctx context.Context, p Params, function string) {
 	res, err := fgRateStep(ctx, side.t, p, function, time.Now().Add(p.Warmup))
 	setExtra(side.out, "warm_jobs", float64(res.Measured))
