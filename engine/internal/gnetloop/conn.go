@@ -234,7 +234,12 @@ func (c *Conn) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.Outbox = nil
-	if c.off != nil {
+	// Only an answer still at work takes the socket (and closes it once
+	// written). One that has ended handed its last batch to the loop and
+	// is gone: its end would have reached the loop after this close, and
+	// the socket kept for it would stay open for good, the peer never
+	// seeing the connection end.
+	if c.off != nil && !c.off.ended {
 		c.off.late = orphan
 		c.off.cond.Broadcast()
 		orphan = nil
