@@ -27,20 +27,33 @@ type gearLoop struct {
 }
 
 // readMax is what one event reads of a large packet straight from the
-// socket, so that peers streaming bodies as fast as loopback allows do not
-// hold their event loop, and the other connections on it, for long: the
-// rest is read on the next turn (gnet's poller is level triggered, so the
-// socket's unread bytes bring it back). The loop's share, loopRead, goes
-// to its connections reading large packets in equal parts, each between
-// 64 KiB (below which gnet's own 64 KiB read before each event, and the
-// copy out of it, would be most of the bytes) and 1 MiB. Forty
-// connections each sending 8 MiB held another's ECHO for 90-120 ms at
-// 256 KiB each; at 64 KiB, 35-50 ms.
+// socket, beyond the gnetRead bytes gnet itself read before the event, so
+// that peers streaming bodies as fast as loopback allows do not hold
+// their event loop, and the other connections on it, for long: the rest
+// is read on the next turn (gnet's poller is level triggered, so the
+// socket's unread bytes bring it back). A turn of the loop reads loopRead
+// of large packets in all, gnet's reads counted, shared equally by the
+// connections reading them and at most 1 MiB each beyond gnet's; with
+// more than loopRead/gnetRead of them, gnet's reads alone are the turn.
+// Every byte lands on a page of its packet's buffer touched for the
+// first time, and a page fault costs up to 16 µs on a VM, so a turn's
+// length, which another connection's ECHO waits out, follows its bytes.
+// Forty connections each sending 8 MiB (TestFaultPartialPackets) held
+// that ECHO for 90-120 ms at 256 KiB each; at 64 KiB each on top of
+// gnet's, the floor that was here before, for 42-68 ms, once 120 ms; with
+// gnet's reads counted, for 18-60 ms (median 22 ms against 46, eight
+// alternating pairs).
 func (gl *gearLoop) readMax() int {
-	return min(max(loopRead/max(gl.large, 1), 64<<10), 1<<20)
+	return min(max(loopRead/max(gl.large, 1)-gnetRead, 0), 1<<20)
 }
 
-const loopRead = 1 << 20
+// gnetRead is what gnet reads from a readable socket before each event:
+// its default read buffer.
+const gnetRead = 64 << 10
+
+// loopRead lets a lone large packet of 1 MiB and its header in at one
+// event, as before gnet's read was counted (payload-1m).
+const loopRead = 1<<20 + gnetRead
 
 // scratchOf is the loop's scratch buffer, up to n bytes of it.
 func (gl *gearLoop) scratchOf(n int) []byte {

@@ -108,3 +108,32 @@ func TestLineWithoutNewlineAtClose(t *testing.T) {
 		})
 	}
 }
+
+// TestReadMax: a turn of a loop reads about loopRead of large packets,
+// gnet's 64 KiB reads counted, so that a lone 1 MiB packet comes in one
+// event and forty large readers cannot make a turn, and the ECHO waiting
+// behind it, long.
+func TestReadMax(t *testing.T) {
+	tests := []struct {
+		large int
+		want  int
+	}{
+		{0, 1 << 20},
+		{1, 1 << 20},
+		{2, (1<<20+64<<10)/2 - 64<<10},
+		{8, (1<<20+64<<10)/8 - 64<<10},
+		{16, 4 << 10},
+		{17, 0},
+		{40, 0},
+	}
+	for _, tt := range tests {
+		gl := &gearLoop{large: tt.large}
+		if got := gl.readMax(); got != tt.want {
+			t.Errorf("readMax with %d large readers = %d, want %d", tt.large, got, tt.want)
+		}
+		// What one turn reads of them all: gnet's reads and readMax each.
+		if turn := max(tt.large, 1) * (gnetRead + gl.readMax()); tt.large <= 16 && turn > loopRead {
+			t.Errorf("%d large readers read %d bytes a turn, over loopRead %d", tt.large, turn, loopRead)
+		}
+	}
+}
