@@ -27,7 +27,7 @@ type gearLoop struct {
 }
 
 // readMax is what one event reads of a large packet straight from the
-// socket, beyond the gnetRead bytes gnet itself read before the event, so
+// socket, beyond the gnetRead bytes gnet read before the event, so
 // that peers streaming bodies as fast as loopback allows do not hold
 // their event loop, and the other connections on it, for long: the rest
 // is read on the next turn (gnet's poller is level triggered, so the
@@ -47,9 +47,8 @@ func (gl *gearLoop) readMax() int {
 	return min(max(loopRead/max(gl.large, 1)-gnetRead, 0), 1<<20)
 }
 
-// gnetRead is what gnet reads from a readable socket before each event:
-// its default read buffer.
-const gnetRead = 64 << 10
+// gnetRead is what gnet reads from a readable socket before each event.
+const gnetRead = gnetloop.ReadBuffer
 
 // loopRead lets a lone large packet of 1 MiB and its header in at one
 // event, as before gnet's read was counted (payload-1m).

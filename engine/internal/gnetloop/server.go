@@ -54,6 +54,11 @@ type Ticker interface {
 	Tick() time.Duration
 }
 
+// ReadBuffer is what gnet reads from a readable socket before each event
+// (the loop's read buffer), set here rather than left to gnet's default
+// because sessions budget their own reads around it.
+const ReadBuffer = 64 << 10
+
 // Config is a server's.
 type Config struct {
 	// Name is the protocol's, in errors and log lines.
@@ -137,6 +142,7 @@ func (s *Server) Start() error {
 	opts := append([]gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(s.cfg.Loops),
+		gnet.WithReadBufferCap(ReadBuffer),
 		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLogger(listen.Logger{L: s.cfg.Log.Sugar()}),
