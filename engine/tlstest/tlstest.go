@@ -1,5 +1,6 @@
-// Package tlstest makes throwaway certificates for tests: a CA, and
-// certificates it issues for 127.0.0.1 and localhost. ECDSA P-256 keys, so
+// Package tlstest makes throwaway certificates for tests and benchmarks: a
+// CA, and certificates it issues for 127.0.0.1 and localhost, for a
+// cluster node's name, for a client, expired ones. ECDSA P-256 keys, so
 // that making them costs microseconds.
 package tlstest
 
@@ -13,6 +14,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -41,6 +44,81 @@ func Server(name string) *Cert {
 	return newCert(name, nil, false)
 }
 
+// Options shape a certificate IssueWith makes (not a CA).
+type Options struct {
+	// DNS are its DNS names (subject alternative names); none: no name
+	// at all, not even an address.
+	DNS []string
+	// Client and Server are its extended key usages: TLS client and
+	// server authentication.
+	Client, Server bool
+	// NotBefore and NotAfter bound its validity; zero: from an hour ago
+	// to a day from now.
+	NotBefore, NotAfter time.Time
+}
+
+// IssueWith returns a certificate signed by ca, as o says.
+func (ca *Cert) IssueWith(name string, o Options) *Cert {
+	tmpl := template(name)
+	tmpl.DNSNames = o.DNS
+	if o.Server {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	if o.Client {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	if !o.NotBefore.IsZero() {
+		tmpl.NotBefore = o.NotBefore
+	}
+	if !o.NotAfter.IsZero() {
+		tmpl.NotAfter = o.NotAfter
+	}
+	return sign(tmpl, ca)
+}
+
+// Node returns the certificate of a cluster node named id, as a cluster's
+// CA issues it: the name as its one DNS name, good for TLS servers and
+// clients alike (a node dials and is dialled).
+func (ca *Cert) Node(id string) *Cert {
+	return ca.IssueWith(id, Options{DNS: []string{id}, Client: true, Server: true})
+}
+
+// Client returns a client certificate.
+func (ca *Cert) Client(name string) *Cert {
+	return ca.IssueWith(name, Options{Client: true})
+}
+
+// Expired returns c's kind of certificate as expired: the same names and
+// usages, signed by ca, valid from two days ago to yesterday.
+func (ca *Cert) Expired(c *Cert) *Cert {
+	return ca.IssueWith(c.Cert.Subject.CommonName, Options{DNS: c.Cert.DNSNames,
+		Client: hasUsage(c.Cert, x509.ExtKeyUsageClientAuth), Server: hasUsage(c.Cert, x509.ExtKeyUsageServerAuth),
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)})
+}
+
+func hasUsage(c *x509.Certificate, u x509.ExtKeyUsage) bool {
+	for _, x := range c.ExtKeyUsage {
+		if x == u {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteFiles writes c's certificate and key as PEM files base.pem and
+// base.key in dir (the key readable by its owner only) and returns their
+// paths.
+func (c *Cert) WriteFiles(dir, base string) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, base+".pem"), filepath.Join(dir, base+".key")
+	if err = os.WriteFile(certFile, c.CertPEM, 0o644); err != nil {
+		return "", "", err
+	}
+	if err = os.WriteFile(keyFile, c.KeyPEM, 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
 // TLS is the certificate for a tls.Config, with chain appended after it.
 func (c *Cert) TLS(chain ...*Cert) tls.Certificate {
 	tc := tls.Certificate{Certificate: [][]byte{c.Cert.Raw}, PrivateKey: c.Key, Leaf: c.Cert}
@@ -57,22 +135,22 @@ func (c *Cert) Pool() *x509.CertPool {
 	return p
 }
 
-func newCert(name string, parent *Cert, isCA bool) *Cert {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
+func template(name string) *x509.Certificate {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	if err != nil {
 		panic(err)
 	}
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: name},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
+}
+
+func newCert(name string, parent *Cert, isCA bool) *Cert {
+	tmpl := template(name)
 	if isCA {
 		tmpl.IsCA = true
 		tmpl.BasicConstraintsValid = true
@@ -81,6 +159,16 @@ func newCert(name string, parent *Cert, isCA bool) *Cert {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.DNSNames = []string{"localhost"}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	return sign(tmpl, parent)
+}
+
+// sign makes tmpl's certificate with a new key, signed by parent (nil:
+// self-signed).
+func sign(tmpl *x509.Certificate, parent *Cert) *Cert {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
 	}
 	signer, signerKey := tmpl, key
 	if parent != nil {
