@@ -18,7 +18,10 @@ var (
 	descContact   = prometheus.NewDesc("switchyard_cluster_last_contact_seconds", "On a follower, how long ago the leader was last heard from.", nil, nil)
 	descLag       = prometheus.NewDesc("switchyard_cluster_peer_lag_entries", "On the leader, how many entries of its log each follower is known not to hold yet.",
 		[]string{"peer"}, nil)
-	descJobs = prometheus.NewDesc("switchyard_cluster_stored_jobs", "Jobs in this node's copy of the replicated job store.", nil, nil)
+	descJobs    = prometheus.NewDesc("switchyard_cluster_stored_jobs", "Jobs in this node's copy of the replicated job store.", nil, nil)
+	descRefused = prometheus.NewDesc("switchyard_cluster_refused_total", "Connections between nodes refused, dialled or accepted, by why: "+
+		"not_tls, no_certificate, unknown_authority (another CA), expired, bad_certificate, wrong_node (a certificate naming another node, or no member), timeout, handshake.",
+		[]string{"reason"}, nil)
 )
 
 // Collector is the node's figures as Prometheus families.
@@ -28,7 +31,7 @@ type collector struct{ n *Node }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descTerm, descLastIndex, descCommit, descApplied, descMembers,
-		descLeader, descContact, descLag, descJobs} {
+		descLeader, descContact, descLag, descJobs, descRefused} {
 		ch <- d
 	}
 	timings.Describe(ch)
@@ -63,5 +66,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descJobs, g, float64(c.n.fsm.Len()))
+	for r := range numReasons {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(c.n.ref.counts[r].Load()), r.String())
+	}
 	timings.Collect(ch)
 }

@@ -1,5 +1,6 @@
 // Package cluster runs a switchyard node of a Raft cluster: hashicorp/raft
-// over TCP between the nodes, the replicated job store's state
+// over TCP between the nodes, mutual TLS when they have certificates
+// (stream.go), the replicated job store's state
 // (sched/replicated), membership changes, and the figures an operator
 // reads (role, term, indexes, each follower's lag). Which node leads
 // decides what the process runs; cmd/switchyard acts on the changes
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
+	"switchyard/engine/certs"
 	"switchyard/sched/replicated"
 )
 
@@ -66,8 +68,15 @@ type Config struct {
 	// Dir holds the Raft log and snapshots.
 	Dir string
 	Log *zap.Logger
+	// TLS, when set, is this node's certificate and the cluster's CA:
+	// mutual TLS between the nodes (stream.go). Without it the nodes
+	// speak plain TCP, which Open allows on a loopback address only,
+	// unless Insecure.
+	TLS      *certs.Source
+	Insecure bool
 	// Timeouts; zero: the defaults below.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	HandshakeTimeout                                      time.Duration // DefaultHandshakeTimeout
 }
 
 // Defaults of Config: a leader that stops answering is replaced in about
@@ -91,6 +100,8 @@ type Node struct {
 	fsm   *replicated.FSM
 	logs  *replicated.LogStore
 	trans *transport
+	sl    *streamLayer
+	ref   *refusals
 	obsCh chan raft.Observation
 	obs   *raft.Observer
 
@@ -102,8 +113,8 @@ type Node struct {
 // Open starts the node: its Raft on cfg.Listen, its state from cfg.Dir,
 // bootstrapping a new cluster from cfg.Peers when there is no state.
 func Open(cfg Config) (*Node, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("cluster: no node id")
+	if err := ValidID(cfg.ID); err != nil {
+		return nil, err
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -111,7 +122,8 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, fsm: replicated.NewFSM(), changes: make(chan struct{}, 1), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, fsm: replicated.NewFSM(), changes: make(chan struct{}, 1), stop: make(chan struct{}),
+		ref: &refusals{log: cfg.Log, logged: make(map[string]bool)}}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: zapWriter{cfg.Log}, Level: hclog.Warn})
 	var err error
 	if n.logs, err = replicated.OpenLogStore(filepath.Join(cfg.Dir, "log")); err != nil {
@@ -131,12 +143,21 @@ func Open(cfg Config) (*Node, error) {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --cluster-listen %s: the other nodes reach this one there: give a host, not every address", cfg.Listen)
 	}
-	// Advertised as bound: with port 0, the port the kernel picked.
-	nt, err := raft.NewTCPTransportWithLogger(cfg.Listen, nil, 3, 10*time.Second, hlog)
+	if cfg.TLS == nil && !cfg.Insecure && !bind.IP.IsLoopback() {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: --cluster-listen %s is not a loopback address: give this node its certificate "+
+			"(--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: mutual TLS between the nodes), "+
+			"or say --cluster-insecure to let anyone who reaches the port in, and everything replicated cross the network in clear", cfg.Listen)
+	}
+	ln, err := net.Listen("tcp", bind.String())
 	if err != nil {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: listen on %s: %w", cfg.Listen, err)
 	}
+	// Advertised as bound: with port 0, the port the kernel picked.
+	n.sl = newStreamLayer(ln, cfg.TLS, orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout), n.ref)
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: n.sl, MaxPool: 3,
+		Timeout: 10 * time.Second, Logger: hlog})
 	n.trans = newTransport(nt)
 	n.cfg.Listen = string(nt.LocalAddr())
 
@@ -184,6 +205,7 @@ func Open(cfg Config) (*Node, error) {
 		n.close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	n.sl.raft.Store(n.raft) // the acceptor checks peers against its configuration from now on
 	n.obsCh = make(chan raft.Observation, 16)
 	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -266,6 +288,9 @@ const membershipTimeout = 10 * time.Second
 func (n *Node) AddVoter(id, addr string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
+	}
+	if err := ValidID(id); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("cluster: address %q: %w", addr, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchyard/engine/tlstest"
 	"switchyard/sched/replicated"
 )
 
@@ -15,9 +16,17 @@ import (
 // its own directory: n1 bootstraps alone, then adds n2 and n3, as the
 // bench and an operator would.
 func startThree(tb testing.TB) []*Node {
+	return startThreeWith(tb, func(string) Config { return Config{} })
+}
+
+// startThreeWith is startThree with each node's configuration from cfg
+// (its ID, Listen, Peers and Dir set here).
+func startThreeWith(tb testing.TB, cfg func(id string) Config) []*Node {
 	tb.Helper()
 	open := func(id string, peers []Peer) *Node {
-		n, err := Open(Config{ID: id, Listen: "127.0.0.1:0", Peers: peers, Dir: tb.TempDir()})
+		c := cfg(id)
+		c.ID, c.Listen, c.Peers, c.Dir = id, "127.0.0.1:0", peers, tb.TempDir()
+		n, err := Open(c)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -87,8 +96,18 @@ func TestThreeNodesCommit(t *testing.T) {
 // puts of 64-byte records through the leader's store, inflight of them
 // outstanding, committed by three nodes on this machine.
 func BenchmarkReplicatedPut(b *testing.B) {
+	benchmarkReplicatedPut(b, startThree(b))
+}
+
+// BenchmarkReplicatedPutTLS is BenchmarkReplicatedPut with mutual TLS
+// between the nodes.
+func BenchmarkReplicatedPutTLS(b *testing.B) {
+	ca := tlstest.CA("cluster CA")
+	benchmarkReplicatedPut(b, startThreeWith(b, func(id string) Config { return Config{TLS: nodeCerts(b, ca, ca.Node(id))} }))
+}
+
+func benchmarkReplicatedPut(b *testing.B, nodes []*Node) {
 	const inflight = 256
-	nodes := startThree(b)
 	s := replicated.New(nodes[0].Raft(), nodes[0].FSM())
 	defer s.Close()
 	rec := make([]byte, 64)

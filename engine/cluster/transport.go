@@ -1,15 +1,18 @@
 package cluster
 
 import (
+	"io"
 	"sync"
 
 	"github.com/hashicorp/raft"
 )
 
-// transport is Raft's TCP transport, watched: the leader learns from each
-// follower's answers to AppendEntries how far its log reaches, which
-// hashicorp/raft keeps to itself, and the metrics report as each
-// follower's lag.
+// transport is Raft's network transport over our stream layer
+// (stream.go), watched: the leader learns from each follower's answers to
+// AppendEntries how far its log reaches, which hashicorp/raft keeps to
+// itself, and the metrics report as each follower's lag. Every RPC's
+// target goes to the stream layer with the id of the node it is for
+// (dialAddr), so that the node's certificate can be checked against it.
 type transport struct {
 	*raft.NetworkTransport
 	mu    sync.Mutex
@@ -39,7 +42,7 @@ func (t *transport) match(id string) (uint64, bool) {
 
 // AppendEntries is raft.Transport's, noted.
 func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := t.NetworkTransport.AppendEntries(id, dialAddr(id, target), args, resp)
 	if err == nil {
 		t.note(id, resp)
 	}
@@ -49,7 +52,7 @@ func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 // AppendEntriesPipeline is raft.Transport's, its answers noted as they
 // come.
 func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, dialAddr(id, target))
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +79,26 @@ func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 		}
 	}()
 	return w, nil
+}
+
+// RequestVote is raft.Transport's, to the node id.
+func (t *transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.NetworkTransport.RequestVote(id, dialAddr(id, target), args, resp)
+}
+
+// RequestPreVote is raft.WithPreVote's, to the node id.
+func (t *transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.NetworkTransport.RequestPreVote(id, dialAddr(id, target), args, resp)
+}
+
+// InstallSnapshot is raft.Transport's, to the node id.
+func (t *transport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	return t.NetworkTransport.InstallSnapshot(id, dialAddr(id, target), args, resp, data)
+}
+
+// TimeoutNow is raft.Transport's, to the node id.
+func (t *transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.NetworkTransport.TimeoutNow(id, dialAddr(id, target), args, resp)
 }
 
 // Close closes the transport and stops the pipelines' watchers.
