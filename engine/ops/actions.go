@@ -15,7 +15,8 @@ import (
 	"switchyard/sched"
 )
 
-// The operator's actions: POST /api/actions/{pause,resume,drop,cancel}.
+// The operator's actions: POST /api/actions/{pause,resume,drop,cancel},
+// and a cluster's membership changes (cluster.go) alike.
 // They are off unless Config.Token is set (--ops-token-file). Each needs
 // the token in the X-Switchyard-Token header, compared in constant time;
 // a browser sends a custom header cross-origin only after a preflight,
@@ -55,18 +56,8 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		json.NewEncoder(w).Encode(actionResp{Error: why})
 	}
-	if len(s.cfg.Token) == 0 {
-		fail(http.StatusForbidden, "actions are off: start switchyard with --ops-token-file")
-		return
-	}
-	if crossSite(r) {
-		log.Log(s.cfg.ActionLevel, "ops action refused: cross-origin", zap.String("origin", r.Header.Get("Origin")))
-		fail(http.StatusForbidden, "cross-origin request")
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), s.cfg.Token) != 1 {
-		log.Log(s.cfg.ActionLevel, "ops action refused: wrong or missing token")
-		fail(http.StatusUnauthorized, "wrong or missing token ("+TokenHeader+")")
+	if code, why := s.authorize(r, log, "ops action"); code != 0 {
+		fail(code, why)
 		return
 	}
 	var req actionReq
@@ -118,6 +109,28 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request) {
 	}
 	log.Log(s.cfg.ActionLevel, "ops action")
 	writeJSON(w, &resp)
+}
+
+// authorize checks an operator's request as every action and membership
+// change needs it: the token configured (or everything is off), the
+// request not cross-site (refused before the token is looked at, so that
+// a page elsewhere learns nothing of it), and the token carried. It
+// returns 0, or the status and the reason of the refusal, which it logs
+// as what.
+func (s *Server) authorize(r *http.Request, log *zap.Logger, what string) (int, string) {
+	if len(s.cfg.Token) == 0 {
+		return http.StatusForbidden, "actions are off: start switchyard with --ops-token-file"
+	}
+	if crossSite(r) {
+		log.Log(s.cfg.ActionLevel, what+" refused: cross-origin", zap.String("origin", r.Header.Get("Origin")),
+			zap.String("sec-fetch-site", r.Header.Get("Sec-Fetch-Site")))
+		return http.StatusForbidden, "cross-origin request"
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), s.cfg.Token) != 1 {
+		log.Log(s.cfg.ActionLevel, what+" refused: wrong or missing token")
+		return http.StatusUnauthorized, "wrong or missing token (" + TokenHeader + ")"
+	}
+	return 0, ""
 }
 
 // jobID reads a job's id: a number, or a string holding one or a Gearman

@@ -30,8 +30,13 @@ func (s *Server) serveCluster(w http.ResponseWriter, _ *http.Request) {
 }
 
 // addMember is POST /api/cluster/members with form values id and addr:
-// the node joins as a voter, and catches up from the others.
+// the node joins as a voter, and catches up from the others. As the
+// actions, it needs the token (authorize): a plain form post from another
+// site's page cannot carry it.
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
+	if !s.authorizeMembership(w, r, "add") {
+		return
+	}
 	id, addr := r.FormValue("id"), r.FormValue("addr")
 	if id == "" || addr == "" {
 		http.Error(w, "want form values id and addr (HOST:PORT of its --cluster-listen)", http.StatusBadRequest)
@@ -43,9 +48,28 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 
 // removeMember is DELETE /api/cluster/members/{id}.
 func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
+	if !s.authorizeMembership(w, r, "remove") {
+		return
+	}
 	id := r.PathValue("id")
 	err := s.cfg.Cluster.Remove(id)
 	s.membership(w, "remove", id, "", err)
+}
+
+// authorizeMembership answers a membership change that authorize refuses.
+func (s *Server) authorizeMembership(w http.ResponseWriter, r *http.Request, what string) bool {
+	log := s.cfg.Log.With(zap.String("change", what), zap.String("remote", r.RemoteAddr))
+	code, why := s.authorize(r, log, "cluster membership change")
+	if len(s.cfg.Token) == 0 {
+		why = "membership changes are off: start switchyard with --ops-token-file"
+		log.Log(s.cfg.ActionLevel, "cluster membership change refused: "+why)
+	}
+	if code == 0 {
+		return true
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, why, code)
+	return false
 }
 
 func (s *Server) membership(w http.ResponseWriter, what, id, addr string, err error) {
