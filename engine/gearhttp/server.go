@@ -24,6 +24,7 @@ package gearhttp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -45,6 +46,9 @@ type Config struct {
 	// Addr is where to listen, "host:port"; an empty host is every
 	// address, port 0 one the kernel picks (see Server.Addr).
 	Addr string
+	// TLS, when set, makes the port speak TLS only (HTTPS, HTTP/1.1);
+	// it must hold a certificate.
+	TLS *tls.Config
 	// HandlePrefix replaces "H:<hostname>" in job handles, as for the
 	// Gearman port (--job-handle-prefix).
 	HandlePrefix string
@@ -98,6 +102,7 @@ type Server struct {
 	addr      string
 	keepAlive net.KeepAliveConfig
 
+	tls    *tls.Config
 	hs     *http.Server
 	ln     net.Listener
 	served chan struct{} // closed when Serve has returned
@@ -114,7 +119,7 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{h: NewHandler(cfg, s, log), log: log, addr: cfg.Addr, keepAlive: cfg.KeepAlive}
+	return &Server{h: NewHandler(cfg, s, log), log: log, addr: cfg.Addr, keepAlive: cfg.KeepAlive, tls: cfg.TLS}
 }
 
 // Handler is the protocol's handler, for serving it from another
@@ -129,6 +134,14 @@ func (s *Server) Start() error {
 		return fmt.Errorf("http: listen on %s: %w", s.addr, err)
 	}
 	s.ln = ln
+	served := net.Listener(framedListener{ln})
+	if s.tls != nil {
+		// The framing is checked on the plain text, inside TLS. The
+		// handshake runs on the connection's first read, within the
+		// header's timeout; net/http, which sees no *tls.Conn, speaks
+		// HTTP/1.1 only, as gearmand does.
+		served = framedListener{tls.NewListener(ln, s.tls)}
+	}
 	s.hs = &http.Server{
 		Handler:           s.h,
 		ConnState:         s.countConn,
@@ -148,7 +161,7 @@ func (s *Server) Start() error {
 	s.served = make(chan struct{})
 	go func() {
 		defer close(s.served)
-		if err := s.hs.Serve(framedListener{ln}); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.hs.Serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http: serve", zap.Error(err))
 		}
 	}()

@@ -11,8 +11,15 @@ package memodb
 // the connection before mangos allocates for it; the budget cuts the
 // largest holders as it does everywhere. ipc:// is left as mangos has it:
 // its peers are local users the socket's permissions let in.
+//
+// tls+tcp:// is the same transport with TLS under the SP stream (as
+// mangos's and nng's tls+tcp): each connection's handshake runs on a
+// goroutine of its own within tlsHandshakeTimeout, at most maxTLSHandshakes
+// at a time, before mangos sees the connection; the metering reads the
+// plain text.
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -32,6 +39,17 @@ const (
 	meteredScheme = "switchyard-metered-tcp"
 	// optionBudget is the listener option that names the budget.
 	optionBudget = "switchyard-budget"
+	// optionTLS is the listener option that makes it speak TLS: a
+	// *tls.Config.
+	optionTLS = "switchyard-tls"
+	// tlsScheme is the scheme of a TLS address.
+	tlsScheme = "tls+tcp://"
+	// tlsHandshakeTimeout bounds a TLS handshake, so that a peer that
+	// connects and stays silent holds nothing for long.
+	tlsHandshakeTimeout = 10 * time.Second
+	// maxTLSHandshakes bounds the handshakes in flight; more connections
+	// wait in the kernel's accept queue.
+	maxTLSHandshakes = 256
 	// spHandshake is the bytes of the SP handshake each side sends first:
 	// "\x00SP\x00", the protocol (2 bytes), 2 reserved.
 	spHandshake = 8
@@ -42,10 +60,11 @@ const (
 var registerMetered sync.Once
 
 // meteredListenAddr registers the metered transport (once) and returns
-// the address to listen on for tcp://HOST:PORT.
+// the address to listen on for tcp://HOST:PORT or tls+tcp://HOST:PORT.
 func meteredListenAddr(addr string) string {
 	registerMetered.Do(func() { transport.RegisterTransport(meteredTransport{}) })
-	return meteredScheme + "://" + strings.TrimPrefix(addr, "tcp://")
+	_, hostPort, _ := strings.Cut(addr, "://")
+	return meteredScheme + "://" + hostPort
 }
 
 type meteredTransport struct{}
@@ -62,7 +81,7 @@ func (t meteredTransport) NewListener(addr string, sock mangos.Socket) (transpor
 		return nil, err
 	}
 	return &meteredListener{addr: host, proto: sock.Info(), handshaker: transport.NewConnHandshaker(),
-		closed: make(chan struct{})}, nil
+		closed: make(chan struct{}), sem: make(chan struct{}, maxTLSHandshakes), shaking: make(map[net.Conn]bool)}, nil
 }
 
 // meteredListener accepts TCP connections, meters them, and hands them to
@@ -78,6 +97,10 @@ type meteredListener struct {
 	ln      net.Listener
 	maxRecv int
 	budget  *budget.Budget
+	tls     *tls.Config   // nil: plain TCP
+	sem     chan struct{} // one token per TLS handshake in flight
+	shaking map[net.Conn]bool
+	wg      sync.WaitGroup
 }
 
 func (l *meteredListener) Listen() error {
@@ -123,26 +146,75 @@ func (l *meteredListener) accept(ln net.Listener) {
 			continue
 		}
 		l.mu.Lock()
-		m := &meteredConn{Conn: c, need: spHandshake}
-		m.hold = l.budget.Hold(func() { go m.Close() }) // the budget cuts under its lock
-		p := transport.NewConnPipe(m, l.proto)
-		p.SetOption(mangos.OptionMaxRecvSize, l.maxRecv)
+		cfg := l.tls
 		l.mu.Unlock()
-		l.handshaker.Start(p)
+		if cfg == nil {
+			l.start(c)
+			continue
+		}
+		select {
+		case l.sem <- struct{}{}:
+		case <-l.closed:
+			c.Close()
+			return
+		}
+		l.mu.Lock()
+		l.shaking[c] = true
+		l.mu.Unlock()
+		l.wg.Add(1)
+		go l.handshake(c, cfg)
 	}
+}
+
+// handshake does a TLS connection's handshake, then hands it on.
+func (l *meteredListener) handshake(c net.Conn, cfg *tls.Config) {
+	defer l.wg.Done()
+	defer func() { <-l.sem }()
+	tc := tls.Server(c, cfg)
+	c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	err := tc.Handshake()
+	l.mu.Lock()
+	delete(l.shaking, c)
+	l.mu.Unlock()
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	select {
+	case <-l.closed:
+		tc.Close()
+	default:
+		l.start(tc)
+	}
+}
+
+// start meters a connection and hands it to mangos's handshaker.
+func (l *meteredListener) start(c net.Conn) {
+	l.mu.Lock()
+	m := &meteredConn{Conn: c, need: spHandshake}
+	m.hold = l.budget.Hold(func() { go m.Close() }) // the budget cuts under its lock
+	p := transport.NewConnPipe(m, l.proto)
+	p.SetOption(mangos.OptionMaxRecvSize, l.maxRecv)
+	l.mu.Unlock()
+	l.handshaker.Start(p)
 }
 
 func (l *meteredListener) Accept() (transport.Pipe, error) { return l.handshaker.Wait() }
 
-// Address is the tcp:// URL of the bound address, as mangos's TCP
-// listener says it.
+// Address is the tcp:// (or tls+tcp://) URL of the bound address, as
+// mangos's TCP listener says it.
 func (l *meteredListener) Address() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ln != nil {
-		return "tcp://" + l.ln.Addr().String()
+	scheme := "tcp://"
+	if l.tls != nil {
+		scheme = tlsScheme
 	}
-	return "tcp://" + l.addr
+	if l.ln != nil {
+		return scheme + l.ln.Addr().String()
+	}
+	return scheme + l.addr
 }
 
 func (l *meteredListener) Close() error {
@@ -152,7 +224,11 @@ func (l *meteredListener) Close() error {
 		if l.ln != nil {
 			l.ln.Close()
 		}
+		for c := range l.shaking { // TLS handshakes in flight: cut
+			c.Close()
+		}
 		l.mu.Unlock()
+		l.wg.Wait()
 		l.handshaker.Close()
 	})
 	return nil
@@ -174,6 +250,12 @@ func (l *meteredListener) SetOption(name string, v any) error {
 			return nil
 		}
 		return mangos.ErrBadValue
+	case optionTLS:
+		if c, ok := v.(*tls.Config); ok {
+			l.tls = c
+			return nil
+		}
+		return mangos.ErrBadValue
 	}
 	return mangos.ErrBadOption
 }
@@ -186,6 +268,8 @@ func (l *meteredListener) GetOption(name string) (any, error) {
 		return l.maxRecv, nil
 	case optionBudget:
 		return l.budget, nil
+	case optionTLS:
+		return l.tls, nil
 	}
 	return nil, mangos.ErrBadOption
 }

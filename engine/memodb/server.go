@@ -34,6 +34,7 @@ package memodb
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -58,8 +59,12 @@ import (
 // Config is the MemoDB frontend's configuration.
 type Config struct {
 	// Addrs are NNG URLs to listen on: tcp://HOST:PORT (port 0: one the
-	// kernel picks, see Addrs) or ipc:///path.
+	// kernel picks, see Addrs), tls+tcp://HOST:PORT (NNG's TLS, as nng's
+	// clients speak it: TLS then the SP protocol) or ipc:///path.
 	Addrs []string
+	// TLS configures the tls+tcp:// listeners; it must hold a
+	// certificate.
+	TLS *tls.Config
 	// QueueTimeout bounds how long a client's job waits for a worker;
 	// 0 = 10 s, as memodb-broker.
 	QueueTimeout time.Duration
@@ -190,29 +195,30 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	return srv
 }
 
-// CheckURL accepts what Start can listen on: tcp://HOST:PORT (HOST may be
-// empty for every address) and ipc:///absolute/path.
+// CheckURL accepts what Start can listen on: tcp://HOST:PORT and
+// tls+tcp://HOST:PORT (HOST may be empty for every address) and
+// ipc:///absolute/path.
 func CheckURL(v string) error {
 	scheme, rest, ok := strings.Cut(v, "://")
 	switch {
 	case !ok:
-		return errors.New("want tcp://HOST:PORT or ipc:///path")
+		return errors.New("want tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc:///path")
 	case scheme == "ipc":
 		if !strings.HasPrefix(rest, "/") {
 			return errors.New("an ipc path must be absolute")
 		}
 		return nil
-	case scheme == "tcp":
+	case scheme == "tcp" || scheme == "tls+tcp":
 		u, err := url.Parse(v)
 		if err != nil || u.Port() == "" || u.Path != "" || u.User != nil || u.RawQuery != "" {
-			return errors.New("want tcp://HOST:PORT")
+			return fmt.Errorf("want %s://HOST:PORT", scheme)
 		}
 		if _, err := strconv.ParseUint(u.Port(), 10, 16); err != nil {
 			return fmt.Errorf("bad port %q", u.Port())
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown scheme %q: want tcp or ipc", scheme)
+	return fmt.Errorf("unknown scheme %q: want tcp, tls+tcp or ipc", scheme)
 }
 
 // Start opens the socket, binds every address and starts serving.
@@ -245,8 +251,15 @@ func (s *Server) Start() error {
 	sock.SetPipeEventHook(s.pipeEvent)
 	for _, a := range s.cfg.Addrs {
 		at, opts := a, map[string]any(nil)
-		if strings.HasPrefix(a, "tcp://") {
+		switch {
+		case strings.HasPrefix(a, "tcp://"):
 			at, opts = meteredListenAddr(a), map[string]any{optionBudget: s.cfg.Budget}
+		case strings.HasPrefix(a, tlsScheme):
+			if s.cfg.TLS == nil {
+				sock.Close()
+				return fmt.Errorf("memodb: %s: no TLS certificate", a)
+			}
+			at, opts = meteredListenAddr(a), map[string]any{optionBudget: s.cfg.Budget, optionTLS: s.cfg.TLS}
 		}
 		l, err := sock.NewListener(at, opts)
 		if err == nil {

@@ -82,6 +82,12 @@ func (f *fixture) noted(what string) {
 // (resend time 0): a test sees exactly what it sent.
 func (f *fixture) dial() mangos.Socket {
 	f.t.Helper()
+	return f.dialURL(f.url)
+}
+
+// dialURL is dial to url.
+func (f *fixture) dialURL(url string) mangos.Socket {
+	f.t.Helper()
 	s, err := reqsock.NewSocket()
 	if err != nil {
 		f.t.Fatal(err)
@@ -92,7 +98,7 @@ func (f *fixture) dial() mangos.Socket {
 	if err := s.SetOption(mangos.OptionMaxRecvSize, 16<<20); err != nil { // mangos's default is 1 MiB
 		f.t.Fatal(err)
 	}
-	if err := s.Dial(f.url); err != nil {
+	if err := s.Dial(url); err != nil {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { s.Close() })
@@ -240,6 +246,9 @@ func TestCheckURL(t *testing.T) {
 		{"tcp://:12703", true},
 		{"tcp://localhost:0", true},
 		{"ipc:///tmp/memodb.socket", true},
+		{"tls+tcp://127.0.0.1:12703", true},
+		{"tls+tcp://127.0.0.1", false},
+		{"tls://127.0.0.1:12703", false},
 		{"ipc://relative", false},
 		{"tcp://127.0.0.1", false},
 		{"tcp://127.0.0.1:1/x", false},

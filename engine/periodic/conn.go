@@ -5,6 +5,7 @@ import (
 
 	codec "switchyard/codec/periodic"
 	"switchyard/engine/internal/gnetloop"
+	"switchyard/engine/internal/tlsgate"
 	"switchyard/sched"
 )
 
@@ -27,6 +28,7 @@ type conn struct {
 	kind   byte
 	worker *sched.Worker // made at a worker's handshake; written under Lock, for listings
 	peer   string        // for listings, see workerline.Peer
+	tls    *tlsgate.Peer // the TLS side of a connection from a tls:// listener
 	msg    codec.Message
 	need   int    // bytes the next frame needs before parsing again
 	take   func() // takeHandOffs and applyHandOffs, made once
@@ -157,5 +159,8 @@ func (cn *conn) Wake(origin any) {
 func (cn *conn) Closed() {
 	if cn.worker != nil {
 		cn.worker.Close()
+	}
+	if cn.tls != nil {
+		cn.tls.EngineClosed()
 	}
 }

@@ -17,14 +17,19 @@ package periodic
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 
+	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
 
 	codec "switchyard/codec/periodic"
 	"switchyard/engine/budget"
 	"switchyard/engine/internal/gnetloop"
+	"switchyard/engine/internal/tlsgate"
 	"switchyard/engine/source"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
@@ -32,8 +37,13 @@ import (
 
 // Config is the Periodic listener's configuration.
 type Config struct {
-	// Addrs are gnet addresses: "tcp://HOST:PORT" or "unix:///path".
+	// Addrs are gnet addresses, "tcp://HOST:PORT" or "unix:///path", and
+	// "tls://HOST:PORT", served with TLS through engine/tlsgate into the
+	// same loops. (Periodic's own CLI speaks no TLS; a client that does,
+	// or a TLS tunnel, can.)
 	Addrs []string
+	// TLS configures the tls:// listeners; it must hold a certificate.
+	TLS *tls.Config
 	// Loops is the number of event loops; 0 = one per CPU.
 	Loops int
 	// MaxFrame bounds a frame's payload; 0 = codec.DefaultMaxFrame.
@@ -55,6 +65,8 @@ type Server struct {
 	log    *zap.Logger
 	submit *sched.Client // every Periodic job is background: one client submits them all
 	loop   *gnetloop.Server
+	gates  []*tlsgate.Gate // one per tls:// address
+	plain  []string        // the gnet addresses
 
 	hooks atomic.Pointer[testHooks]
 }
@@ -93,23 +105,101 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 		log:    log,
 		submit: submit,
 	}
-	srv.loop = gnetloop.New(gnetloop.Config{Name: "periodic", Addrs: cfg.Addrs, Loops: cfg.Loops,
-		MaxOutbound: cfg.MaxOutbound, Budget: cfg.Budget, Log: log}, srv)
+	for _, a := range cfg.Addrs {
+		if !strings.HasPrefix(a, tlsScheme) {
+			srv.plain = append(srv.plain, a)
+		}
+	}
 	return srv
 }
+
+const tlsScheme = "tls://"
 
 // Start takes over the unix socket paths (a stale file is replaced, a live
 // one is an error), binds every address and returns once the event loops
 // accept connections.
-func (s *Server) Start() error { return s.loop.Start() }
+func (s *Server) Start() error {
+	for _, a := range s.cfg.Addrs {
+		if !strings.HasPrefix(a, tlsScheme) {
+			continue
+		}
+		g, err := tlsgate.Listen("tcp", strings.TrimPrefix(a, tlsScheme), tlsgate.Config{TLS: s.cfg.TLS, Log: s.log})
+		if err != nil {
+			s.closeGates()
+			return fmt.Errorf("periodic: listen with TLS on %s: %w", a, err)
+		}
+		s.gates = append(s.gates, g)
+	}
+	lcfg := gnetloop.Config{Name: "periodic", Addrs: s.plain, AllowNoAddrs: len(s.gates) > 0, Loops: s.cfg.Loops,
+		MaxOutbound: s.cfg.MaxOutbound, Budget: s.cfg.Budget, Log: s.log}
+	if len(s.gates) > 0 {
+		if len(s.plain) == 0 { // gnet wants a listener of its own
+			ph, remove, err := tlsgate.Placeholder()
+			if err != nil {
+				s.closeGates()
+				return err
+			}
+			defer remove()
+			lcfg.Listen = []string{ph}
+		}
+		// As the Gearman port's gates: registering needs the loops, and a
+		// balancer that is safe for the gates' Register calls.
+		lcfg.WaitForLoops = true
+		lcfg.Options = append(lcfg.Options, gnet.WithLoadBalancing(gnet.LeastConnections))
+	}
+	s.loop = gnetloop.New(lcfg, s)
+	if err := s.loop.Start(); err != nil {
+		s.closeGates()
+		return err
+	}
+	for _, g := range s.gates {
+		g.Start(s.loop.Engine())
+	}
+	return nil
+}
 
-// Addrs returns the bound addresses, one per Config.Addrs and in that
-// order. Valid once Start has returned nil.
+func (s *Server) closeGates() {
+	for _, g := range s.gates {
+		g.Close()
+	}
+}
+
+// Addrs returns the bound addresses of the plain listeners, one per
+// tcp:// or unix:// address of Config.Addrs and in that order. Valid once
+// Start has returned nil.
 func (s *Server) Addrs() []net.Addr { return s.loop.Addrs() }
+
+// Bound returns every bound address, one per Config.Addrs and in that
+// order: HOST:PORT or a unix socket's path, and tls://HOST:PORT.
+func (s *Server) Bound() []string {
+	plain, gates := s.loop.Addrs(), s.gates
+	var out []string
+	for _, a := range s.cfg.Addrs {
+		if strings.HasPrefix(a, tlsScheme) {
+			out = append(out, tlsScheme+gates[0].Addr().String())
+			gates = gates[1:]
+			continue
+		}
+		out = append(out, plain[0].String())
+		plain = plain[1:]
+	}
+	return out
+}
 
 // Stop closes the listeners and every connection (a worker's running jobs
 // go back to their queues) and removes the unix socket files.
-func (s *Server) Stop(ctx context.Context) error { return s.loop.Stop(ctx) }
+func (s *Server) Stop(ctx context.Context) error {
+	s.closeGates()
+	err := s.loop.Stop(ctx)
+	// The loops have closed every connection; the TLS ones still relay
+	// what was written to them before.
+	for _, g := range s.gates {
+		if werr := g.Wait(ctx); err == nil {
+			err = werr
+		}
+	}
+	return err
+}
 
 // Conns is the number of open connections.
 func (s *Server) Conns() int { return s.loop.Conns() }
@@ -118,6 +208,7 @@ func (s *Server) Conns() int { return s.loop.Conns() }
 // graceful stop: the jobs workers hold may finish, and waiting GRAB_JOBs
 // stay unanswered until the connections close.
 func (s *Server) Drain(context.Context) error {
+	s.closeGates() // TLS: refused at connect too; open ones go on
 	s.loop.Drain()
 	return nil
 }
@@ -125,6 +216,10 @@ func (s *Server) Drain(context.Context) error {
 // Open implements gnetloop.Handler: a new connection's session.
 func (s *Server) Open(c *gnetloop.Conn) gnetloop.Session {
 	cn := &conn{Conn: c, srv: s, need: codec.HeaderSize, peer: workerline.Peer(c.C.RemoteAddr(), c.C.LocalAddr())}
+	if p := tlsgate.PeerOf(c.C); p != nil {
+		// A TLS connection: gnet's end is a socketpair, the peer is there.
+		cn.tls, cn.peer = p, workerline.Peer(p.RemoteAddr(), nil)
+	}
 	cn.take, cn.apply = cn.takeHandOffs, cn.applyHandOffs
 	return cn
 }
