@@ -171,6 +171,7 @@ fuzz:
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime 15000x
 	$(GO) test ./sched/replicated -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime 110000x
 	$(GO) test ./sched/durable -run '^$$' -fuzz '^FuzzMark$$' -fuzztime 1200000x
+	$(GO) test ./engine/cluster -run '^$$' -fuzz '^FuzzHandshake$$' -fuzztime 150000x
 
 # bench runs the load scenarios against bin/switchyard and, when installed,
 # gearmand (see bench/results/README.md); the periodic-*, controller* and

@@ -2,8 +2,9 @@ package main
 
 // A cluster of real switchyard processes on loopback: every port 0, the
 // nodes found through their log lines, the first one bootstrapping a
-// cluster of itself and adding the others with the admin command (as an
-// operator grows a cluster), so that no test picks a port.
+// cluster of itself and adding the others through the operator API with
+// the ops token (as an operator grows a cluster), so that no test picks a
+// port.
 
 import (
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -79,20 +81,34 @@ func (n *clusterNode) alive() bool { return n.proc != nil && n.proc.running() }
 type testClusterE2E struct {
 	t     *testing.T
 	nodes []*clusterNode
+	token string // every node's --ops-token-file holds it
+	// plainAt is the index, among the Gearman addresses a node lists, of
+	// the plain-text one the helpers use (1 with --ssl and --plain-port).
+	plainAt int
 }
 
 // startCluster starts n nodes: the first bootstraps a cluster of itself,
-// the others join it through the admin command.
+// the others join it through the operator API.
 func startCluster(t *testing.T, n int) *testClusterE2E {
+	return startClusterWith(t, n, nil, 0)
+}
+
+// startClusterWith is startCluster with more arguments for each node
+// (extra may be nil) and the index of the plain Gearman address.
+func startClusterWith(t *testing.T, n int, extra func(id string) []string, plainAt int) *testClusterE2E {
 	t.Helper()
-	c := &testClusterE2E{t: t}
+	c := &testClusterE2E{t: t, token: "the-ops-token", plainAt: plainAt}
+	tokenFile := writeFile(t, t.TempDir(), "ops-token", c.token+"\n")
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		node := &clusterNode{id: id, dir: t.TempDir()}
 		node.args = []string{"--node-id", id, "--cluster-listen", "127.0.0.1:0", "-L", "127.0.0.1", "-p", "0",
 			"-l", "stderr", "--data-dir", node.dir, "--metrics-listen", "127.0.0.1:0",
 			"--periodic-listen", "tcp://127.0.0.1:0", "--dwork-listen", "tcp://127.0.0.1:0", "--memodb-listen", "tcp://127.0.0.1:0",
-			"--controller-socket", "off"}
+			"--controller-socket", "off", "--ops-token-file", tokenFile}
+		if extra != nil {
+			node.args = append(node.args, extra(id)...)
+		}
 		if i == 0 {
 			node.args = append(node.args, "--cluster-peers", id+"@127.0.0.1:0")
 		}
@@ -105,7 +121,7 @@ func startCluster(t *testing.T, n int) *testClusterE2E {
 		waitUntil(t, e2eWaitTimeout, id+"'s raft address", func() (bool, string) {
 			return node.raftAddr() != "", node.proc.stderr.String()
 		})
-		c.admin(c.leader(), "cluster add "+id+" "+node.raftAddr(), "OK\r\n")
+		c.addMember(id, node.raftAddr())
 	}
 	for _, node := range c.nodes {
 		c.waitServing(node)
@@ -119,7 +135,7 @@ func (c *testClusterE2E) start(n *clusterNode) {
 }
 
 // restart starts a node that died again, as a follower: its Raft port,
-// 0, is another one now, which the leader is told with "cluster add", as
+// 0, is another one now, which the leader is told through the operator API, as
 // an operator moves a node.
 func (c *testClusterE2E) restart(n *clusterNode) {
 	c.t.Helper()
@@ -127,8 +143,49 @@ func (c *testClusterE2E) restart(n *clusterNode) {
 	waitUntil(c.t, e2eWaitTimeout, n.id+"'s raft address", func() (bool, string) {
 		return n.raftAddr() != "", n.proc.stderr.String()
 	})
-	c.admin(c.leader(), "cluster add "+n.id+" "+n.raftAddr(), "OK\r\n")
+	c.addMember(n.id, n.raftAddr())
 	c.waitServing(n)
+}
+
+// membership asks the leader's operator API for a membership change, with
+// the token, and returns the status and body of the answer.
+func (c *testClusterE2E) membership(method, path string, form url.Values, token string, headers ...string) (int, string) {
+	c.t.Helper()
+	l := c.leader()
+	req, err := http.NewRequest(method, "http://"+l.addr("metrics")+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if token != "" {
+		req.Header.Set("X-Switchyard-Token", token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// addMember adds a node through the leader's operator API.
+func (c *testClusterE2E) addMember(id, raftAddr string) {
+	c.t.Helper()
+	if code, body := c.membership("POST", "/api/cluster/members", url.Values{"id": {id}, "addr": {raftAddr}}, c.token); code != 200 {
+		c.t.Fatalf("add %s %s: %d %s", id, raftAddr, code, body)
+	}
+}
+
+// removeMember takes a node out through the leader's operator API.
+func (c *testClusterE2E) removeMember(id string) {
+	c.t.Helper()
+	if code, body := c.membership("DELETE", "/api/cluster/members/"+id, nil, c.token); code != 200 {
+		c.t.Fatalf("remove %s: %d %s", id, code, body)
+	}
 }
 
 // leader waits for a live node to lead and serve, and returns it.
@@ -170,9 +227,20 @@ func (c *testClusterE2E) waitServing(n *clusterNode) {
 		if l == nil {
 			return false, "no leader"
 		}
-		pid, err := harness.GetpidAt(n.addr("gearman"), 2*time.Second)
+		pid, err := harness.GetpidAt(c.gearman(n), 2*time.Second)
 		return err == nil && pid == l.proc.cmd.Process.Pid, fmt.Sprintf("getpid %d, %v; leader %s", pid, err, l.id)
 	})
+}
+
+// gearman is n's plain-text Gearman address.
+func (c *testClusterE2E) gearman(n *clusterNode) string {
+	f, _ := n.line("listening")
+	l, _ := f["gearman"].([]any)
+	if len(l) <= c.plainAt {
+		return ""
+	}
+	s, _ := l[c.plainAt].(string)
+	return s
 }
 
 // currentLeader is the live node whose latest line says it leads, if any.
@@ -581,7 +649,7 @@ func TestE2EClusterCatchUpAndQuorum(t *testing.T) {
 	c.nodes = append(c.nodes, n4)
 	c.start(n4)
 	waitUntil(t, e2eWaitTimeout, "n4's raft address", func() (bool, string) { return n4.raftAddr() != "", "" })
-	c.admin(f, "cluster add n4 "+n4.raftAddr(), "OK\r\n") // through a follower's relay
+	c.addMember("n4", n4.raftAddr())
 	m := 0
 	for range more {
 		m++
@@ -591,7 +659,7 @@ func TestE2EClusterCatchUpAndQuorum(t *testing.T) {
 		k, err := storedOn(n4)
 		return k == 3000+m, fmt.Sprint(k, err)
 	})
-	c.admin(l, "cluster remove n4", "OK\r\n")
+	c.removeMember("n4")
 	n4.proc.kill()
 
 	// Two of three gone: the survivor has no leader, and says so.

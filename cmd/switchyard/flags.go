@@ -114,6 +114,7 @@ type options struct {
 	SSLCAFile         string        // --ssl-ca-file; with --ssl, "" becomes $GEARMAND_CA_CERTIFICATE or defaultSSLCAFile
 	SSLCertificate    string        // --ssl-certificate; with --ssl, "" becomes $GEARMAND_SERVER_PEM or defaultSSLCertificate
 	SSLKey            string        // --ssl-key; with --ssl, "" becomes $GEARMAND_SERVER_KEY or defaultSSLKey
+	SSLVerifyClient   bool          // --ssl-verify-client (ours): every TLS listener asks for a client certificate issued by a CA of SSLCAFile
 	PlainPort         string        // --plain-port (ours), normalised like Port; "" = none
 	Threads           int           // -t/--threads, 0 = one event loop per core
 	JobRetries        int           // -j/--job-retries, 0 = unlimited
@@ -160,6 +161,7 @@ type options struct {
 	HTTPPort          string        // --http-port, default "8080"; normalised like Port when HTTP is on, kept as given otherwise (gearmand ignores it then)
 	HTTPPortGiven     bool          // --http-port was given: a port that cannot be bound is then an error, not the protocol off
 	HTTPTimeout       time.Duration // --http-timeout (ours): how long a foreground HTTP request waits for its result; 0 = as long as the job takes; default 10m
+	HTTPSSL           bool          // --http-ssl (ours): the HTTP port speaks TLS, with the --ssl-* files
 	MetricsListen     string        // --metrics-listen (ours): HOST:PORT of the metrics endpoints; "" = defaultMetricsListen; "off"
 	OpsTokenFile      string        // --ops-token-file (ours): the file holding the token the operator actions need; "" = actions off
 	FailuresKept      int           // --failures-kept (ours): each function's latest failures kept for the status page; default 20
@@ -167,6 +169,10 @@ type options struct {
 	NodeID            string        // --node-id (ours): this node's name in a cluster; "" = a single server
 	ClusterListen     string        // --cluster-listen (ours): HOST:PORT of the Raft transport
 	ClusterPeers      string        // --cluster-peers (ours): NAME@HOST:PORT,... to bootstrap a new cluster
+	ClusterTLSCert    string        // --cluster-tls-cert (ours): this node's certificate (PEM), naming its --node-id
+	ClusterTLSKey     string        // --cluster-tls-key (ours): its key
+	ClusterTLSCA      string        // --cluster-tls-ca (ours): the cluster's CA certificates (PEM)
+	ClusterInsecure   bool          // --cluster-insecure (ours): plain TCP between nodes beyond loopback
 	Warnings          []string      // one line per accepted but ignored option or word, for main to log
 	CheckArgs         bool          // hidden --check-args (command line only): validate, then exit 0; checked before Help and Version
 }
@@ -352,6 +358,9 @@ var optTable = []*optDef{
 	{long: "http-port", value: true, dflt: defaultHTTPPort, group: gHTTP,
 		help: "Port to listen on, a number or a service name, with -r http; on the address of -L/--listen. If the default port cannot be used, the protocol is off, with a notice; a port given here must work.",
 		set:  setHTTPPort},
+	{long: "http-ssl", group: gHTTP,
+		help: "The HTTP port speaks TLS only (HTTPS), with the files of --ssl-certificate, --ssl-key and --ssl-ca-file, and client certificates with --ssl-verify-client. gearmand's HTTP module has no TLS. switchyard only.",
+		set:  setBool(func(o *options) *bool { return &o.HTTPSSL })},
 	{long: "http-timeout", value: true, dflt: "10m", group: gHTTP,
 		help: "How long a foreground HTTP request waits for its job's result before it is answered 504 and left to run without it: seconds, or a duration such as 90s, 10m, 1h. 0 waits as long as the job takes, as gearmand does. switchyard only.",
 		set:  setHTTPTimeout},
@@ -360,10 +369,10 @@ var optTable = []*optDef{
 		help: "Port the server should listen on: a number or a service name. The environment variable GEARMAND_PORT replaces the default.",
 		set:  setPort},
 	{long: "ssl", group: gGear,
-		help: "Enable ssl connections: the port speaks TLS only (see --plain-port). Client certificates are not asked for.",
+		help: "Enable ssl connections: the port speaks TLS only (see --plain-port). Client certificates are not asked for unless --ssl-verify-client says so.",
 		set:  setBool(func(o *options) *bool { return &o.SSL })},
 	{long: "ssl-ca-file", value: true, group: gGear,
-		help: "CA file (PEM). Default $GEARMAND_CA_CERTIFICATE, else " + defaultSSLCAFile + ". Its certificates complete the chain sent to clients.",
+		help: "CA file (PEM). Default $GEARMAND_CA_CERTIFICATE, else " + defaultSSLCAFile + ". Its certificates complete the chain sent to clients, and issue the client certificates --ssl-verify-client asks for.",
 		set:  setString(func(o *options) *string { return &o.SSLCAFile })},
 	{long: "ssl-certificate", value: true, group: gGear,
 		help: "SSL certificate (PEM). Default $GEARMAND_SERVER_PEM, else " + defaultSSLCertificate + ".",
@@ -371,6 +380,9 @@ var optTable = []*optDef{
 	{long: "ssl-key", value: true, group: gGear,
 		help: "SSL key for certificate (PEM). Default $GEARMAND_SERVER_KEY, else " + defaultSSLKey + ".",
 		set:  setString(func(o *options) *string { return &o.SSLKey })},
+	{long: "ssl-verify-client", group: gGear,
+		help: "Every TLS listener (-p with --ssl, --http-ssl, Periodic's tls://, MemoDB's tls+tcp://) asks for a client certificate, and a client without one issued by a CA of --ssl-ca-file fails the handshake. Only a connection that presented one may change a cluster's membership with the admin commands 'cluster add' and 'cluster remove'. Reloaded with the certificates on SIGHUP. switchyard only.",
+		set:  setBool(func(o *options) *bool { return &o.SSLVerifyClient })},
 	{long: "plain-port", value: true, group: gGear,
 		help: "Also serve plain text on this port (a number or a service name), e.g. for clients without TLS beside --ssl. switchyard only.",
 		set:  setPlainPort},
@@ -402,7 +414,7 @@ var optTable = []*optDef{
 	{long: "mysql-table", value: true, dflt: "gearman_queue", group: gMySQL, help: "Ignored.", ignored: noQueue},
 
 	{long: "periodic-listen", value: true, multi: true, dflt: "tcp://0.0.0.0:" + defaultPeriodicPort, group: gPeriodic,
-		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT or unix:///path; give it again for more listeners, or 'off' for none. The default is port " + defaultPeriodicPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
+		help: "Serve the Periodic protocol (Lupino's periodic 0.1.7) on tcp://HOST:PORT, tls://HOST:PORT (TLS with the --ssl-* files; the periodic CLI has none) or unix:///path; give it again for more listeners, or 'off' for none. The default is port " + defaultPeriodicPort + " on -L's address; if it cannot be used, the protocol is off, with a notice; an address given here must work. A stale unix socket file is replaced, a live one is an error; the file is removed at exit.",
 		set:  setListen("periodic-listen", func(o *options) *[]string { return &o.PeriodicListen }, checkListenURL)},
 
 	{long: "controller-socket", value: true, dflt: defaultControllerSocket, group: gCtl,
@@ -426,7 +438,7 @@ var optTable = []*optDef{
 		set:  setBool(func(o *options) *bool { return &o.DworkKeepOnClose })},
 
 	{long: "memodb-listen", value: true, multi: true, dflt: "tcp://127.0.0.1:" + defaultMemodbPort, group: gMemodb,
-		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
+		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT, tls+tcp://HOST:PORT (NNG's TLS, with the --ssl-* files) or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
 		set:  setListen("memodb-listen", func(o *options) *[]string { return &o.MemodbListen }, memodb.CheckURL)},
 	{long: "memodb-queue-timeout", value: true, dflt: "10s", group: gMemodb,
 		help: "How long a MemoDB client's job waits for a worker before it is dropped (its request is not answered, and the client sends it again): seconds, or a duration such as 500ms, 1m.",
@@ -455,8 +467,20 @@ var optTable = []*optDef{
 		help: "HOST:PORT of this node's Raft traffic, which the other nodes dial: a host they can reach, not every address. Port 0 is one the kernel picks, which the 'cluster node' log line names (this node's own entry in --cluster-peers then stands for it).",
 		set:  setHostPort("cluster-listen", func(o *options) *string { return &o.ClusterListen })},
 	{long: "cluster-peers", value: true, group: gCluster,
-		help: "Bootstrap a new cluster of these nodes, this one included: NAME@HOST:PORT, comma-separated, the same on every node. Ignored by a node that has cluster state already; a node to be added to a running cluster is started without it, then added with the admin command 'cluster add NAME HOST:PORT' or the operator API.",
+		help: "Bootstrap a new cluster of these nodes, this one included: NAME@HOST:PORT, comma-separated, the same on every node. Ignored by a node that has cluster state already; a node to be added to a running cluster is started without it, then added through the operator API (POST /api/cluster/members, with the --ops-token-file token) or the admin command 'cluster add NAME HOST:PORT' on a connection with a client certificate (--ssl-verify-client).",
 		set:  setClusterPeers},
+	{long: "cluster-tls-cert", value: true, group: gCluster,
+		help: "This node's certificate (PEM, its chain may follow): mutual TLS 1.3 between the nodes. It must name the node's --node-id as a DNS name (subject alternative name) and be good for TLS servers and clients (extended key usages serverAuth and clientAuth); a peer whose certificate names another node, or which the CA of --cluster-tls-ca did not issue, is refused. Needs --cluster-tls-key and --cluster-tls-ca; reloaded on SIGHUP.",
+		set:  setString(func(o *options) *string { return &o.ClusterTLSCert })},
+	{long: "cluster-tls-key", value: true, group: gCluster,
+		help: "The private key of --cluster-tls-cert (PEM, unencrypted).",
+		set:  setString(func(o *options) *string { return &o.ClusterTLSKey })},
+	{long: "cluster-tls-ca", value: true, group: gCluster,
+		help: "The cluster's CA certificates (PEM): every node's certificate must come from one of them.",
+		set:  setString(func(o *options) *string { return &o.ClusterTLSCA })},
+	{long: "cluster-insecure", group: gCluster,
+		help: "Let a node whose --cluster-listen is not a loopback address run without certificates: anyone who reaches the port can then act as a node, and everything replicated crosses the network in clear. Without it (or the --cluster-tls-* files) such a node refuses to start.",
+		set:  setBool(func(o *options) *bool { return &o.ClusterInsecure })},
 }
 
 var (
@@ -740,13 +764,13 @@ func checkListenURL(v string) error {
 	scheme, rest, ok := strings.Cut(v, "://")
 	switch {
 	case !ok:
-		return errors.New("want tcp://HOST:PORT or unix:///path")
+		return errors.New("want tcp://HOST:PORT, tls://HOST:PORT or unix:///path")
 	case scheme == "unix":
 		if !strings.HasPrefix(rest, "/") {
 			return errors.New("a unix socket path must be absolute")
 		}
 		return nil
-	case scheme == "tcp":
+	case scheme == "tcp" || scheme == "tls":
 		_, port, err := net.SplitHostPort(rest)
 		if err != nil {
 			return err
@@ -1225,11 +1249,22 @@ func parseArgs(args []string, getenv func(string) string) (*options, error) {
 }
 
 // checkCluster: the cluster options go together, and a cluster keeps its
-// jobs in its replicated log only.
+// jobs in its replicated log only. (Whether a node without certificates
+// may listen where it does, engine/cluster decides as it binds.)
 func checkCluster(o *options) error {
+	tlsFiles := 0
+	for _, f := range []string{o.ClusterTLSCert, o.ClusterTLSKey, o.ClusterTLSCA} {
+		if f != "" {
+			tlsFiles++
+		}
+	}
 	switch {
-	case o.NodeID == "" && (o.ClusterListen != "" || o.ClusterPeers != ""):
-		return usagef("--cluster-listen and --cluster-peers need --node-id")
+	case o.NodeID == "" && (o.ClusterListen != "" || o.ClusterPeers != "" || tlsFiles > 0 || o.ClusterInsecure):
+		return usagef("--cluster-listen, --cluster-peers, --cluster-tls-* and --cluster-insecure need --node-id")
+	case tlsFiles != 0 && tlsFiles != 3:
+		return usagef("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together")
+	case tlsFiles == 3 && o.ClusterInsecure:
+		return usagef("--cluster-insecure is for a cluster without certificates: it cannot go with --cluster-tls-*")
 	case o.NodeID == "":
 		return nil
 	case o.ClusterListen == "":

@@ -124,6 +124,34 @@ func TestParseArgs(t *testing.T) {
 			want(func(o *options) {
 				o.NodeID, o.ClusterListen, o.ClusterPeers = "n1", "10.0.0.1:7000", "n1@10.0.0.1:7000,n2@10.0.0.2:7000"
 			})},
+		{"a cluster node with certificates", []string{"--node-id", "n1", "--cluster-listen", "10.0.0.1:7000",
+			"--cluster-tls-cert", "/n1.pem", "--cluster-tls-key", "/n1.key", "--cluster-tls-ca", "/ca.pem"}, nil,
+			want(func(o *options) {
+				o.NodeID, o.ClusterListen = "n1", "10.0.0.1:7000"
+				o.ClusterTLSCert, o.ClusterTLSKey, o.ClusterTLSCA = "/n1.pem", "/n1.key", "/ca.pem"
+			})},
+		{"a cluster node, insecure", []string{"--node-id", "n1", "--cluster-listen", "10.0.0.1:7000", "--cluster-insecure"}, nil,
+			want(func(o *options) { o.NodeID, o.ClusterListen, o.ClusterInsecure = "n1", "10.0.0.1:7000", true })},
+		{"client certificates", []string{"--ssl", "--ssl-verify-client", "--ssl-ca-file", "/clients.pem"}, nil,
+			want(func(o *options) {
+				o.SSL, o.SSLVerifyClient, o.SSLCAFile = true, true, "/clients.pem"
+				o.SSLCertificate, o.SSLKey = defaultSSLCertificate, defaultSSLKey
+			})},
+		{"TLS on the HTTP port alone", []string{"-r", "http", "--http-ssl"}, nil,
+			want(func(o *options) {
+				o.HTTP, o.HTTPSSL = true, true
+				o.SSLCAFile, o.SSLCertificate, o.SSLKey = defaultSSLCAFile, defaultSSLCertificate, defaultSSLKey
+			})},
+		{"a tls:// Periodic listener", []string{"--periodic-listen", "tls://127.0.0.1:5001"}, nil,
+			want(func(o *options) {
+				o.PeriodicListen = []string{"tls://127.0.0.1:5001"}
+				o.SSLCAFile, o.SSLCertificate, o.SSLKey = defaultSSLCAFile, defaultSSLCertificate, defaultSSLKey
+			})},
+		{"a tls+tcp:// MemoDB listener", []string{"--memodb-listen", "tls+tcp://127.0.0.1:12704"}, nil,
+			want(func(o *options) {
+				o.MemodbListen = []string{"tls+tcp://127.0.0.1:12704"}
+				o.SSLCAFile, o.SSLCertificate, o.SSLKey = defaultSSLCAFile, defaultSSLCertificate, defaultSSLKey
+			})},
 		{"-L", []string{"-L", "127.0.0.1"}, nil, want(func(o *options) { o.Listen = "127.0.0.1" })},
 		{"-Laddr", []string{"-L127.0.0.1"}, nil, want(func(o *options) { o.Listen = "127.0.0.1" })},
 		{"--listen=", []string{"--listen=::1"}, nil, want(func(o *options) { o.Listen = "::1" })},
@@ -362,9 +390,10 @@ func TestWarnings(t *testing.T) {
 		{[]string{"--mysql-db=d"}, []string{"ignoring --mysql-db: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--mysql-table", "t"}, []string{"ignoring --mysql-table: only the builtin, durable and libsqlite3 queues are supported"}},
 		{[]string{"--ssl-certificate", "/c.pem", "--ssl-key=/k.pem"}, []string{
-			"ignoring --ssl-certificate: --ssl is not given",
-			"ignoring --ssl-key: --ssl is not given",
+			"ignoring --ssl-certificate: --ssl is not given (nor another TLS listener)",
+			"ignoring --ssl-key: --ssl is not given (nor another TLS listener)",
 		}},
+		{[]string{"--http-ssl"}, []string{"ignoring --http-ssl: -r http is not given"}},
 		{[]string{"--syslog", "-R", "--coredump"}, []string{
 			"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file",
 			"ignoring --coredump: core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)",
@@ -443,7 +472,7 @@ func TestParseArgsErrors(t *testing.T) {
 
 		// The cluster's options.
 		{[]string{"--node-id", "n1"}, nil, "--node-id needs --cluster-listen, the address the other nodes reach this one at"},
-		{[]string{"--cluster-listen", "127.0.0.1:7000"}, nil, "--cluster-listen and --cluster-peers need --node-id"},
+		{[]string{"--cluster-listen", "127.0.0.1:7000"}, nil, "--cluster-listen, --cluster-peers, --cluster-tls-* and --cluster-insecure need --node-id"},
 		{[]string{"--node-id", "n@1", "--cluster-listen", "127.0.0.1:7000"}, nil, "the argument ('n@1') for option '--node-id' is invalid: a name without '@', ',' or spaces"},
 		{[]string{"--node-id", "n1", "--cluster-listen", "7000"}, nil, "the argument ('7000') for option '--cluster-listen' is invalid: want HOST:PORT"},
 		{[]string{"--node-id", "n1", "--cluster-listen", ":7000"}, nil, "the argument (':7000') for option '--cluster-listen' is invalid: want HOST:PORT"},
@@ -453,6 +482,16 @@ func TestParseArgsErrors(t *testing.T) {
 			`the argument ('h:1') for option '--cluster-peers' is invalid: "h:1": want NAME@HOST:PORT`},
 		{[]string{"--node-id", "n1", "--cluster-listen", "h:1", "-q", "builtin"}, nil,
 			"a cluster node keeps its jobs in the replicated log: -q builtin cannot be used with --node-id"},
+		{[]string{"--cluster-tls-cert", "/n1.pem"}, nil, "--cluster-listen, --cluster-peers, --cluster-tls-* and --cluster-insecure need --node-id"},
+		{[]string{"--cluster-insecure"}, nil, "--cluster-listen, --cluster-peers, --cluster-tls-* and --cluster-insecure need --node-id"},
+		{[]string{"--node-id", "n1", "--cluster-listen", "h:1", "--cluster-tls-cert", "/n1.pem", "--cluster-tls-key", "/n1.key"}, nil,
+			"--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together"},
+		{[]string{"--node-id", "n1", "--cluster-listen", "h:1", "--cluster-tls-cert", "/a", "--cluster-tls-key", "/b", "--cluster-tls-ca", "/c",
+			"--cluster-insecure"}, nil, "--cluster-insecure is for a cluster without certificates: it cannot go with --cluster-tls-*"},
+		{[]string{"--ssl-verify-client"}, nil,
+			"--ssl-verify-client needs a listener that speaks TLS: --ssl, --http-ssl, or a tls:// Periodic or tls+tcp:// MemoDB address"},
+		{[]string{"--http-ssl", "--ssl-verify-client"}, nil,
+			"--ssl-verify-client needs a listener that speaks TLS: --ssl, --http-ssl, or a tls:// Periodic or tls+tcp:// MemoDB address"},
 
 		// Invalid values.
 		{[]string{"-p", "abc"}, nil, "the argument ('abc') for option '--port' is invalid"},
@@ -490,7 +529,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--hashtable-buckets", "0"}, nil, "hashtable-buckets has to be greater than 0"},
 		{[]string{"--mysql-port", "abc"}, nil, "the argument ('abc') for option '--mysql-port' is invalid"},
 		{[]string{"--fsync", "sometimes"}, nil, "the argument ('sometimes') for option '--fsync' is invalid"},
-		{[]string{"--periodic-listen", "5000"}, nil, "the argument ('5000') for option '--periodic-listen' is invalid: want tcp://HOST:PORT or unix:///path"},
+		{[]string{"--periodic-listen", "5000"}, nil, "the argument ('5000') for option '--periodic-listen' is invalid: want tcp://HOST:PORT, tls://HOST:PORT or unix:///path"},
 		{[]string{"--periodic-listen", "unix://rel.sock"}, nil, "the argument ('unix://rel.sock') for option '--periodic-listen' is invalid: a unix socket path must be absolute"},
 		{[]string{"--periodic-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--periodic-listen' is invalid: bad port \"99999\""},
 		{[]string{"--periodic-listen", "udp://h:1"}, nil, "the argument ('udp://h:1') for option '--periodic-listen' is invalid: unknown scheme \"udp\""},
@@ -504,7 +543,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--dwork-listen", "off", "--dwork-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--dwork-listen' cannot be combined with 'off'"},
 		{[]string{"--dwork-listen", "tcp://h:1", "--dwork-listen", "off"}, nil, "the argument ('off') for option '--dwork-listen' cannot be combined with addresses"},
 		{[]string{"--dwork-listen", "tcp://h:1", "--dwork-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--dwork-listen' is given twice"},
-		{[]string{"--memodb-listen", "12703"}, nil, "the argument ('12703') for option '--memodb-listen' is invalid: want tcp://HOST:PORT or ipc:///path"},
+		{[]string{"--memodb-listen", "12703"}, nil, "the argument ('12703') for option '--memodb-listen' is invalid: want tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc:///path"},
 		{[]string{"--memodb-listen", "tcp://h:99999"}, nil, "the argument ('tcp://h:99999') for option '--memodb-listen' is invalid: bad port \"99999\""},
 		{[]string{"--memodb-listen", "ipc://rel"}, nil, "the argument ('ipc://rel') for option '--memodb-listen' is invalid: an ipc path must be absolute"},
 		{[]string{"--memodb-listen", "off", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' cannot be combined with 'off'"},
@@ -879,9 +918,15 @@ func TestEveryOptionParses(t *testing.T) {
 	}
 	// The options that need others.
 	with := map[string][]string{
-		"node-id":        {"--cluster-listen", "127.0.0.1:7000"},
-		"cluster-listen": {"--node-id", "n1"},
-		"cluster-peers":  {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000"},
+		"node-id":           {"--cluster-listen", "127.0.0.1:7000"},
+		"cluster-listen":    {"--node-id", "n1"},
+		"cluster-peers":     {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000"},
+		"cluster-tls-cert":  {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000", "--cluster-tls-key", "k", "--cluster-tls-ca", "c"},
+		"cluster-tls-key":   {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000", "--cluster-tls-cert", "k", "--cluster-tls-ca", "c"},
+		"cluster-tls-ca":    {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000", "--cluster-tls-key", "k", "--cluster-tls-cert", "c"},
+		"cluster-insecure":  {"--node-id", "n1", "--cluster-listen", "127.0.0.1:7000"},
+		"ssl-verify-client": {"--ssl"},
+		"http-ssl":          {"-r", "http"},
 	}
 	for _, d := range optTable {
 		if d.refused != "" {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"switchyard/engine/budget"
+	"switchyard/engine/certs"
 	"switchyard/engine/cluster"
 	"switchyard/engine/ops"
 	"switchyard/engine/source"
@@ -86,16 +88,17 @@ func run(args []string) int {
 		return 1
 	}
 	defer log.close()
+	srv := &server{o: o, log: log.Logger, admin: make(chan bool, 1)}
 	go func() {
 		for range hup {
 			log.reopen()
+			srv.reloadCerts()
 		}
 	}()
 	for _, w := range o.Warnings {
 		log.Warn(w)
 	}
 
-	srv := &server{o: o, log: log.Logger, admin: make(chan bool, 1)}
 	defer srv.close() // every path: what started stops, the pid file goes
 	if err := srv.start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -117,7 +120,14 @@ func run(args []string) int {
 type server struct {
 	o   *options
 	log *zap.Logger
-	tls *tls.Config
+	// tls serves the job ports' TLS listeners from jobCerts (the --ssl-*
+	// files); clusterCerts is a node's (--cluster-tls-*). SIGHUP reloads
+	// what certsMu guards.
+	tls          *tls.Config
+	jobCerts     *certs.Source
+	clusterCerts *certs.Source
+	certsMu      sync.Mutex
+	reloadable   []reloadable
 	// budget is the memory peers can make the server hold, on every
 	// protocol and across a node's terms (--max-memory).
 	budget *budget.Budget
@@ -146,11 +156,22 @@ func (s *server) start() error {
 	if err := setFileLimit(o.FileDescriptors); err != nil {
 		return fmt.Errorf("file descriptor limit: %w", err)
 	}
-	if o.SSL {
-		var err error
-		if s.tls, err = loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey); err != nil {
+	if tlsListeners(o) {
+		src, err := certs.New(func() (*certs.Bundle, error) { return loadTLS(o.SSLCAFile, o.SSLCertificate, o.SSLKey) })
+		if err != nil {
 			return err
 		}
+		s.jobCerts, s.tls = src, certs.ServerConfig(src, o.SSLVerifyClient)
+		s.reloadOnHUP("--ssl-certificate, --ssl-key, --ssl-ca-file", src)
+	}
+	if o.ClusterTLSCert != "" {
+		load := func() (*certs.Bundle, error) { return certs.Load(o.ClusterTLSCert, o.ClusterTLSKey, o.ClusterTLSCA) }
+		src, err := certs.New(load)
+		if err != nil {
+			return fmt.Errorf("--cluster-tls-*: %w", err)
+		}
+		s.clusterCerts = src
+		s.reloadOnHUP("--cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca", src)
 	}
 	s.budget = memoryBudget(o.MaxMemory, s.log)
 	if _, err := readOpsToken(o.OpsTokenFile); err != nil {
@@ -199,6 +220,40 @@ func (s *server) start() error {
 		s.ops.SetReady(true) // jobs replayed, every listener open
 	}
 	return nil
+}
+
+// reloadable is a certificate source SIGHUP reloads, and the options
+// that name its files.
+type reloadable struct {
+	files string
+	src   *certs.Source
+}
+
+func (s *server) reloadOnHUP(files string, src *certs.Source) {
+	s.certsMu.Lock()
+	s.reloadable = append(s.reloadable, reloadable{files, src})
+	s.certsMu.Unlock()
+}
+
+// reloadCerts reads every certificate, key and CA file again (SIGHUP): new
+// handshakes use them, established connections keep theirs. Files that
+// fail to load leave the ones loaded before in use, and the log says why.
+func (s *server) reloadCerts() {
+	s.certsMu.Lock()
+	defer s.certsMu.Unlock()
+	for _, r := range s.reloadable {
+		if err := r.src.Reload(); err != nil {
+			s.log.Error("SIGHUP: cannot reload the certificates: the ones loaded before stay in use",
+				zap.String("files", r.files), zap.Error(err))
+			continue
+		}
+		fields := []zap.Field{zap.String("files", r.files)}
+		if leaf := r.src.Get().Cert.Leaf; leaf != nil {
+			fields = append(fields, zap.String("subject", leaf.Subject.String()), zap.String("serial", leaf.SerialNumber.String()),
+				zap.Time("not after", leaf.NotAfter))
+		}
+		notice(s.log, "SIGHUP: certificates reloaded", fields...)
+	}
 }
 
 // schedConfig is the scheduler's configuration from the options; the

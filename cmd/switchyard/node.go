@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"switchyard/engine/cluster"
+	"switchyard/engine/gearman"
 	"switchyard/engine/listen"
 	"switchyard/engine/ops"
 	"switchyard/engine/source"
@@ -71,7 +72,7 @@ func (s *server) startNode() error {
 		peers, _ = cluster.ParsePeers(o.ClusterPeers) // checked by the flags
 	}
 	node, err := cluster.Open(cluster.Config{ID: o.NodeID, Listen: o.ClusterListen, Peers: peers,
-		Dir: filepath.Join(dir, "cluster"), Log: s.log})
+		Dir: filepath.Join(dir, "cluster"), Log: s.log, TLS: s.clusterCerts, Insecure: o.ClusterInsecure})
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (s *server) startNode() error {
 		}
 	})
 	notice(s.log, "cluster node", zap.String("node", o.NodeID), zap.String("raft", node.RaftAddr()),
-		zap.String("dir", filepath.Join(dir, "cluster")), zap.Int("jobs", node.FSM().Len()))
+		zap.String("dir", filepath.Join(dir, "cluster")), zap.Int("jobs", node.FSM().Len()), zap.Bool("tls", s.clusterCerts != nil))
 	if o.MetricsListen != "off" {
 		addr := cmp.Or(o.MetricsListen, defaultMetricsListen)
 		m, err := listenOps(addr)
@@ -385,10 +386,19 @@ func opsErr(err error) error {
 //	cluster                       the members, one per line, then "."
 //	cluster add NAME HOST:PORT    OK, or ERR and why
 //	cluster remove NAME           OK, or ERR and why
-func (s *server) clusterCommands() map[string]func([]string) string {
+//
+// A membership change needs a connection that presented a client
+// certificate the server verified (--ssl with --ssl-verify-client): a job
+// connection alone never changes who is in the cluster.
+func (s *server) clusterCommands() map[string]func(gearman.Caller, []string) string {
 	n := s.node
-	return map[string]func([]string) string{"cluster": func(args []string) string {
+	return map[string]func(gearman.Caller, []string) string{"cluster": func(c gearman.Caller, args []string) string {
 		var err error
+		if len(args) > 0 && c.Cert == "" {
+			s.log.Warn("cluster membership change refused on the admin port: no client certificate",
+				zap.String("remote", c.Remote), zap.Strings("args", args))
+			return "ERR PERMISSION_DENIED cluster+add+and+remove+need+a+connection+with+a+client+certificate+(--ssl-verify-client)\r\n"
+		}
 		switch {
 		case len(args) == 0:
 			var b strings.Builder
@@ -405,11 +415,11 @@ func (s *server) clusterCommands() map[string]func([]string) string {
 		case len(args) == 3 && strings.EqualFold(args[0], "add"):
 			err = n.AddVoter(args[1], args[2])
 			s.log.Warn("cluster membership change asked on the admin port", zap.String("change", "add"),
-				zap.String("node", args[1]), zap.String("addr", args[2]), zap.Error(err))
+				zap.String("node", args[1]), zap.String("addr", args[2]), zap.String("cert", c.Cert), zap.String("remote", c.Remote), zap.Error(err))
 		case len(args) == 2 && strings.EqualFold(args[0], "remove"):
 			err = n.Remove(args[1])
 			s.log.Warn("cluster membership change asked on the admin port", zap.String("change", "remove"),
-				zap.String("node", args[1]), zap.Error(err))
+				zap.String("node", args[1]), zap.String("cert", c.Cert), zap.String("remote", c.Remote), zap.Error(err))
 		default:
 			return "ERR INVALID_ARGUMENTS cluster+[add+NAME+HOST:PORT|remove+NAME]\r\n"
 		}
@@ -440,11 +450,11 @@ func relayAddr(a string) (network, addr string) {
 	return "tcp", rest
 }
 
-// tcpAddr is a bound address's HOST:PORT, if it is a TCP one (a leader's
-// unix sockets are not reachable from other hosts).
+// tcpAddr is a bound address's HOST:PORT, if it is a TCP one, TLS or not
+// (a leader's unix sockets are not reachable from other hosts).
 func tcpAddr(bound string) (string, bool) {
 	if scheme, rest, ok := strings.Cut(bound, "://"); ok {
-		if scheme != "tcp" {
+		if scheme != "tcp" && scheme != "tls" && scheme != "tls+tcp" {
 			return "", false
 		}
 		bound = rest

@@ -69,7 +69,7 @@ type env struct {
 	// the process; nil unless --admin-shutdown.
 	shutdown func(graceful bool)
 	// commands are admin commands beyond gearmand's (a cluster node's).
-	commands map[string]func([]string) string
+	commands map[string]func(gearman.Caller, []string) string
 }
 
 // protocols is every frontend in the order they start; they stop in the
@@ -85,11 +85,11 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "0.0.0.0"), defaultPeriodicPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := periodic.New(periodic.Config{Addrs: addrs, Loops: e.o.Threads, Budget: e.budget}, e.sched, e.log)
+			s := periodic.New(periodic.Config{Addrs: addrs, TLS: e.tls, Loops: e.o.Threads, Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
-			return s, stringsOf(s.Addrs()), nil
+			return s, s.Bound(), nil
 		},
 		workers: func(f frontend) []workerline.Worker { return f.(*periodic.Server).ListWorkers() },
 	},
@@ -143,7 +143,7 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "127.0.0.1"), defaultMemodbPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := memodb.New(memodb.Config{Addrs: addrs, QueueTimeout: e.o.MemodbQueue, Heartbeat: e.o.MemodbHeartbeat,
+			s := memodb.New(memodb.Config{Addrs: addrs, TLS: e.tls, QueueTimeout: e.o.MemodbQueue, Heartbeat: e.o.MemodbHeartbeat,
 				MaxMessage: int(min(e.o.MaxPacket, maxMemodbMessage)), Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
@@ -227,6 +227,7 @@ func httpConfig(e *env, addr string) gearhttp.Config {
 	cfg := gearhttp.Config{
 		Budget:       e.budget,
 		Addr:         addr,
+		TLS:          e.httpTLS(),
 		HandlePrefix: o.JobHandlePrefix,
 		Exceptions:   o.Exceptions,
 		MaxBody:      o.MaxPacket,
@@ -249,6 +250,14 @@ func httpConfig(e *env, addr string) gearhttp.Config {
 		}
 	}
 	return cfg
+}
+
+// httpTLS is the HTTP port's TLS configuration, nil unless --http-ssl.
+func (e *env) httpTLS() *tls.Config {
+	if !e.o.HTTPSSL {
+		return nil
+	}
+	return e.tls
 }
 
 // maxMemodbMessage caps --max-packet for MemoDB, whose limit is an int

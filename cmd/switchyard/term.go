@@ -143,11 +143,20 @@ func (t *term) moreWorkers() []workerline.Worker {
 // finds it). extra are more fields (a cluster node's role).
 func (t *term) logListeners(opsAddr string, extra ...zap.Field) {
 	fields := make([]zap.Field, 0, len(t.running)+4+len(extra))
+	var secure []string
 	for _, r := range t.running {
 		fields = append(fields, zap.Strings(r.p.name, r.addrs))
-		if r.p.name == "gearman" && t.o.SSL {
-			fields = append(fields, zap.Strings("tls", r.addrs[:1]))
+		switch {
+		case r.p.name == "gearman" && t.o.SSL:
+			secure = append(secure, r.addrs[:1]...)
+		case r.p.name == "http" && t.o.HTTPSSL:
+			secure = append(secure, r.addrs...)
 		}
+	}
+	if len(secure) > 0 {
+		// The Gearman and HTTP ports' addresses that speak TLS (Periodic's
+		// and MemoDB's say so by their scheme).
+		fields = append(fields, zap.Strings("tls", secure))
 	}
 	if opsAddr != "" {
 		fields = append(fields, zap.Strings("metrics", []string{opsAddr}))

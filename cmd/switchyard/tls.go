@@ -5,13 +5,20 @@ package main
 // files of --ssl-certificate and --ssl-key and the CA file of
 // --ssl-ca-file, each defaulting to an environment variable and then to a
 // file under /etc/ssl/certs. Client certificates are not asked for
-// (gearmand never calls SSL_CTX_set_verify).
+// (gearmand never calls SSL_CTX_set_verify; see --ssl-verify-client below).
 //
 // Debian's gearmand is built without TLS: it accepts --ssl and the three
 // files, logs "Initializing Gear on port ... with SSL: true", and serves
 // plain text. switchyard does TLS, as --ssl asks; --plain-port (ours) adds
 // a plain-text port for the clients that do not speak TLS, which include
 // Debian's libgearman and gearman tool (their -S is a no-op there too).
+//
+// Ours: the same files serve the other TLS listeners (the HTTP port with
+// --http-ssl, Periodic's tls:// and MemoDB's tls+tcp:// addresses), and
+// --ssl-verify-client makes every one of them ask for a client
+// certificate that a CA of the CA file issued. SIGHUP reads the files
+// again (certs.Source): new handshakes use them, a file that fails keeps
+// the ones loaded.
 //
 // Departures: a certificate, key or CA file that cannot be loaded stops
 // switchyard at start-up with gearmand's message and status 1 (gearmand
@@ -21,17 +28,14 @@ package main
 // after the certificate (gearmand uses its first certificate only).
 
 import (
-	"bytes"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
-	"os"
+	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
+	"switchyard/engine/certs"
 	"switchyard/engine/gearman"
 )
 
@@ -43,11 +47,20 @@ const (
 )
 
 // sslDefaults completes the TLS options once both sources are parsed:
-// with --ssl, each file not given comes from its environment variable,
-// else gearmand's default path (gearmand looks at the variables only with
-// --ssl too). Without --ssl the files are unused, and said to be.
+// with --ssl (or another TLS listener), each file not given comes from its
+// environment variable, else gearmand's default path (gearmand looks at
+// the variables only with --ssl too). Without a TLS listener the files
+// are unused, and said to be.
 func (s *parseState) sslDefaults(getenv func(string) string) error {
 	o := s.o
+	if o.HTTPSSL && s.protocol != "http" {
+		s.warnf("ignoring --http-ssl: -r http is not given")
+		o.HTTPSSL = false
+	}
+	uses := tlsListeners(o)
+	if o.SSLVerifyClient && !uses {
+		return usagef("--ssl-verify-client needs a listener that speaks TLS: --ssl, --http-ssl, or a tls:// Periodic or tls+tcp:// MemoDB address")
+	}
 	files := []struct {
 		opt, env, dflt string
 		v              *string
@@ -58,9 +71,9 @@ func (s *parseState) sslDefaults(getenv func(string) string) error {
 	}
 	for _, f := range files {
 		switch {
-		case !o.SSL:
+		case !uses:
 			if *f.v != "" {
-				s.warnf("ignoring --%s: --ssl is not given", f.opt)
+				s.warnf("ignoring --%s: --ssl is not given (nor another TLS listener)", f.opt)
 			}
 		case *f.v != "":
 		case getenv(f.env) != "":
@@ -75,6 +88,16 @@ func (s *parseState) sslDefaults(getenv func(string) string) error {
 		return usagef("--plain-port %s is also the --port", o.PlainPort)
 	}
 	return nil
+}
+
+// tlsListeners says whether a listener speaks TLS with the --ssl-* files:
+// -p with --ssl, the HTTP port with --http-ssl, a tls:// Periodic or
+// tls+tcp:// MemoDB address.
+func tlsListeners(o *options) bool {
+	has := func(addrs []string, scheme string) bool {
+		return slices.ContainsFunc(addrs, func(a string) bool { return strings.HasPrefix(a, scheme) })
+	}
+	return o.SSL || o.HTTPSSL || has(o.PeriodicListen, "tls://") || has(o.MemodbListen, "tls+tcp://")
 }
 
 // gearmanAddrs returns the plain (gnet) and TLS listen addresses.
@@ -112,110 +135,24 @@ func listenFields(srv *gearman.Server) []zap.Field {
 // loadTLS reads the three files as gearmand does, in its order and with
 // its messages (the cause follows). The certificates of the CA file
 // complete the chain sent after the certificate, as OpenSSL completes it
-// from the trust store gearmand loads the CA file into.
-func loadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	cas, err := readCerts(caFile)
+// from the trust store gearmand loads the CA file into; they are also the
+// CAs a client certificate must come from (--ssl-verify-client).
+func loadTLS(caFile, certFile, keyFile string) (*certs.Bundle, error) {
+	cas, err := certs.ReadCerts(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("SSL_CTX_load_verify_locations() cannot local the ca certificate %s: %w", caFile, err)
 	}
-	chain, err := readCerts(certFile)
+	chain, err := certs.ReadCerts(certFile)
 	if err != nil {
 		return nil, fmt.Errorf("SSL_CTX_use_certificate_file() cannot obtain certificate %s: %w", certFile, err)
 	}
-	keyPEM, err := readKey(keyFile)
+	keyPEM, err := certs.ReadKey(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("SSL_CTX_use_PrivateKey_file() cannot obtain certificate %s: %w", keyFile, err)
 	}
-	var certPEM []byte
-	for _, c := range chain {
-		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := certs.KeyPair(chain, keyPEM, cas)
 	if err != nil {
 		return nil, fmt.Errorf("SSL_CTX_check_private_key() cannot check certificate %s: %w", keyFile, err)
 	}
-	if len(chain) == 1 {
-		cert.Certificate = append(cert.Certificate, issuers(chain[0], cas)...)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.NoClientCert}, nil
-}
-
-// readCerts returns the PEM certificates of a file; there must be one.
-func readCerts(path string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		if b, data = pem.Decode(data); b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" && b.Type != "X509 CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate in it")
-	}
-	return out, nil
-}
-
-// readKey returns the first PEM private key of a file, checked to parse.
-func readKey(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			return nil, errors.New("no PEM private key in it")
-		}
-		if !bytes.HasSuffix([]byte(b.Type), []byte("PRIVATE KEY")) {
-			continue
-		}
-		if _, err := x509.ParsePKCS8PrivateKey(b.Bytes); err == nil {
-			return pem.EncodeToMemory(b), nil
-		}
-		if _, err := x509.ParsePKCS1PrivateKey(b.Bytes); err == nil {
-			return pem.EncodeToMemory(b), nil
-		}
-		if _, err := x509.ParseECPrivateKey(b.Bytes); err == nil {
-			return pem.EncodeToMemory(b), nil
-		}
-		return nil, fmt.Errorf("cannot parse its %s (an encrypted key is not supported)", b.Type)
-	}
-}
-
-// issuers follows leaf's issuers through pool up to a self-signed root,
-// included, as far as pool goes: the chain OpenSSL sends when the
-// certificate file holds no chain.
-func issuers(leaf *x509.Certificate, pool []*x509.Certificate) [][]byte {
-	var out [][]byte
-	for cur := leaf; len(out) < 10 && !selfSigned(cur); {
-		var next *x509.Certificate
-		for _, c := range pool {
-			if bytes.Equal(c.RawSubject, cur.RawIssuer) && cur.CheckSignatureFrom(c) == nil {
-				next = c
-				break
-			}
-		}
-		if next == nil {
-			break
-		}
-		out = append(out, next.Raw)
-		cur = next
-	}
-	return out
-}
-
-func selfSigned(c *x509.Certificate) bool {
-	return bytes.Equal(c.RawSubject, c.RawIssuer) && c.CheckSignatureFrom(c) == nil
+	return &certs.Bundle{Cert: cert, CAs: cas}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/certs"
 	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
@@ -119,7 +120,8 @@ func (cn *conn) admin(p *codec.Packet) {
 		for i := range args {
 			args[i] = string(w[i+1])
 		}
-		cn.offLoop(func() []byte { return []byte(f(args)) })
+		caller := cn.caller()
+		cn.offLoop(func() []byte { return []byte(f(caller, args)) })
 	case is(cmd, "shutdown") && len(w) <= 2 && cn.srv.cfg.Shutdown != nil:
 		// gearmand 1.1.20 dropped this command (so, unless enabled, it is
 		// unknown here too: anyone who reaches the port could stop the
@@ -136,6 +138,15 @@ func (cn *conn) admin(p *codec.Packet) {
 		cn.Out = append(cn.Out, cmd...)
 		cn.Out = append(cn.Out, "\r\n"...)
 	}
+}
+
+// caller is who the connection is, for Config.Commands.
+func (cn *conn) caller() Caller {
+	c := Caller{Remote: cn.ip}
+	if cn.tls != nil {
+		c.Cert, _ = certs.VerifiedClient(cn.tls.ConnectionState())
+	}
+	return c
 }
 
 func appendInvalidArgs(dst []byte, cmd string) []byte {

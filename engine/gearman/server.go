@@ -79,10 +79,20 @@ type Config struct {
 	// scheduler's counts in "status" take them all in.
 	MoreWorkers func() []workerline.Worker
 	// Commands are text admin commands beyond gearmand's, by their first
-	// word in lower case ("cluster"): each is handed the other words and
-	// runs off the event loop; its reply is written as returned, line
-	// endings included.
-	Commands map[string]func(args []string) string
+	// word in lower case ("cluster"): each is handed who asks and the
+	// other words, and runs off the event loop; its reply is written as
+	// returned, line endings included.
+	Commands map[string]func(c Caller, args []string) string
+}
+
+// Caller is who sent an admin command of Config.Commands.
+type Caller struct {
+	// Remote is the peer's address.
+	Remote string
+	// Cert names the client certificate the connection presented and the
+	// server verified (a TLS listener with client certificates required),
+	// "" if none: only then may a command change what the server is.
+	Cert string
 }
 
 // Server is a running Gearman frontend: a gnetloop.Server with this

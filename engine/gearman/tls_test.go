@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	codec "switchyard/codec/gearman"
+	"switchyard/engine/certs"
 	"switchyard/engine/tlstest"
 	"switchyard/sched"
 )
@@ -176,4 +178,112 @@ func TestTLSDrainRefuses(t *testing.T) {
 	}
 	open.send(req(codec.EchoReq, "during"))
 	open.expect(res(codec.EchoRes, "during"))
+}
+
+// clientCertServer is a server whose TLS listener asks for a client
+// certificate from clientCA (verify), or asks for none, beside a plain
+// listener; its "whoami" command answers who the caller is.
+func clientCertServer(t *testing.T, verify bool, clientCA *tlstest.Cert) *tlsServer {
+	t.Helper()
+	cert := tlstest.Server("switchyard")
+	src, err := certs.New(func() (*certs.Bundle, error) {
+		return &certs.Bundle{Cert: cert.TLS(), CAs: []*x509.Certificate{clientCA.Cert}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Addrs: []string{"tcp://127.0.0.1:0"}, TLSAddrs: []string{"127.0.0.1:0"}, TLS: certs.ServerConfig(src, verify),
+		Commands: map[string]func(Caller, []string) string{"whoami": func(c Caller, _ []string) string {
+			return fmt.Sprintf("OK cert=%q\r\n", c.Cert)
+		}}}
+	srv := runServer(t, cfg, sched.Config{})
+	return &tlsServer{srv: srv, tls: srv.TLSAddrs()[0].String(), plain: srv.Addrs()[0].String(), cert: cert}
+}
+
+// dialCert connects with TLS presenting client (nil: no certificate), and
+// returns the connection, or the error of the handshake or, TLS 1.3 telling
+// a refused certificate after it, of an echo.
+func (ts *tlsServer) dialCert(t *testing.T, client *tlstest.Cert) (*peer, error) {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: ts.cert.Pool()}
+	if client != nil {
+		cfg.Certificates = []tls.Certificate{client.TLS()}
+	}
+	c, err := tls.Dial("tcp", ts.tls, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	p := &peer{t: t, c: c, r: bufio.NewReader(c)}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(req(codec.EchoReq, "hello")); err != nil {
+		return nil, err
+	}
+	if _, err := p.r.Peek(1); err != nil {
+		return nil, err
+	}
+	p.expect(res(codec.EchoRes, "hello"))
+	c.SetDeadline(time.Time{})
+	return p, nil
+}
+
+// TestTLSClientCertificates: with client certificates required, a client
+// without one, with one of another CA, or an expired one gets no answer;
+// one the client CA issued is served.
+func TestTLSClientCertificates(t *testing.T) {
+	clientCA, otherCA := tlstest.CA("client CA"), tlstest.CA("other CA")
+	alice := clientCA.Client("alice")
+	ts := clientCertServer(t, true, clientCA)
+	for _, tt := range []struct {
+		name   string
+		client *tlstest.Cert
+		ok     bool
+	}{
+		{"no certificate", nil, false},
+		{"another CA's", otherCA.Client("mallory"), false},
+		{"expired", clientCA.Expired(alice), false},
+		{"the client CA's", alice, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ts.dialCert(t, tt.client)
+			if (err == nil) != tt.ok {
+				t.Fatalf("echo: %v; want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestAdminCaller: an admin command of Config.Commands learns the client
+// certificate its connection presented only when the server verified it:
+// not on the plain port, not over TLS that asks for none.
+func TestAdminCaller(t *testing.T) {
+	clientCA := tlstest.CA("client CA")
+	alice := clientCA.Client("alice")
+	for _, tt := range []struct {
+		name   string
+		verify bool
+		plain  bool
+		want   string
+	}{
+		{"plain", true, true, `OK cert=""` + "\r\n"},
+		{"TLS, no certificate asked", false, false, `OK cert=""` + "\r\n"},
+		{"TLS with a verified certificate", true, false, `OK cert="alice"` + "\r\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := clientCertServer(t, tt.verify, clientCA)
+			var p *peer
+			if tt.plain {
+				p = dial(t, ts.plain)
+			} else {
+				var err error
+				if p, err = ts.dialCert(t, alice); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.send([]byte("whoami\r\n"))
+			if got := p.line(); got != tt.want {
+				t.Fatalf("whoami: %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

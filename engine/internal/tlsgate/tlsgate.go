@@ -371,6 +371,10 @@ type Peer struct {
 // socketpair's).
 func (p *Peer) RemoteAddr() net.Addr { return p.remote }
 
+// ConnectionState is the TLS connection's: its version, its cipher, the
+// client certificate it verified.
+func (p *Peer) ConnectionState() tls.ConnectionState { return p.l.tc.ConnectionState() }
+
 // EngineClosed tells the gate that the engine has closed the connection.
 // What the engine wrote before is still relayed, but a peer that does not
 // read it within CloseGrace per write is cut, so it cannot hold the
