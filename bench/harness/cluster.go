@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"switchyard/engine/tlstest"
 )
 
 // ClusterConfig says how to start a switchyard cluster on this machine.
@@ -27,10 +31,19 @@ type ClusterConfig struct {
 	Nodes int    // how many; 0 means 3
 	// Args are every node's arguments beyond the cluster's own, which
 	// StartCluster adds (--node-id, --cluster-listen 127.0.0.1:0,
-	// --cluster-peers for the first, --data-dir, -l stderr): the
-	// listeners, each on port 0 or off ("-L 127.0.0.1 -p 0
-	// --periodic-listen off ..."), as for a single server.
+	// --cluster-peers for the first, --data-dir, -l stderr, and those of
+	// Ops and TLS): the listeners, each on port 0 or off ("-L 127.0.0.1
+	// -p 0 --periodic-listen off ..."), as for a single server.
 	Args []string
+	// Ops turns each node's operator API on (--metrics-listen
+	// 127.0.0.1:0, whatever Args say, and --ops-token-file), which
+	// Restart needs: a restarted node listens on another Raft port, which
+	// only a membership change tells the leader, and only the API with
+	// the token may change the membership.
+	Ops bool
+	// TLS gives the nodes certificates of a CA made for the cluster, in
+	// Dir: mutual TLS between them (--cluster-tls-*).
+	TLS bool
 	// Dir holds the nodes' data directories, one each.
 	Dir string
 	// Log, when set, also receives every node's output.
@@ -40,17 +53,19 @@ type ClusterConfig struct {
 	Timeout time.Duration
 }
 
-// Cluster is a switchyard cluster of processes on loopback, started the
-// way an operator grows one and without picking a port: the first node
-// bootstraps a cluster of itself on a Raft port the kernel picks, every
-// other node starts with no peers and is added by the admin command
-// "cluster add NAME RAFTADDR" sent to the leader's Gearman port. Each node
-// says where it listens in its log lines ("cluster node" with its Raft
-// address; "listening" with every protocol's and its role), which is how
-// the cluster finds its nodes and its leader.
+// Cluster is a switchyard cluster of processes on loopback, started
+// without picking a port: every node but the first starts with no peers
+// on a Raft port the kernel picks, and the first bootstraps a cluster of
+// them all (--cluster-peers with their addresses); the others, with no
+// configuration of their own, follow the first leader that reaches them.
+// Each node says where it listens in its log lines ("cluster node" with
+// its Raft address; "listening" with every protocol's and its role), which
+// is how the cluster finds its nodes and its leader.
 type Cluster struct {
 	cfg   ClusterConfig
 	Nodes []*ClusterNode
+	token string // the ops token, with Ops
+	certs string // the directory of the nodes' certificates, with TLS
 
 	mu    sync.Mutex
 	prior time.Duration // CPU of the node processes killed or stopped
@@ -88,24 +103,30 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Timeout = 30 * time.Second
 	}
 	c := &Cluster{cfg: cfg}
+	if err := c.prepare(); err != nil {
+		return nil, err
+	}
 	for i := range cfg.Nodes {
-		n := &ClusterNode{ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))}
-		c.Nodes = append(c.Nodes, n)
-		if err := c.start(n, i == 0); err != nil {
+		c.Nodes = append(c.Nodes, &ClusterNode{ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))})
+	}
+	// The others first, for their Raft addresses; then the first, which
+	// bootstraps the cluster of them all.
+	peers := []string{c.Nodes[0].ID + "@127.0.0.1:0"}
+	for _, n := range c.Nodes[1:] {
+		if err := c.start(n, nil); err != nil {
 			c.Stop()
 			return nil, err
 		}
-		if i == 0 {
-			if _, err := c.Leader(ctx); err != nil {
-				c.Stop()
-				return nil, err
-			}
-			continue
-		}
-		if err := c.join(ctx, n); err != nil {
+		raft, err := c.raftAddr(ctx, n)
+		if err != nil {
 			c.Stop()
 			return nil, err
 		}
+		peers = append(peers, n.ID+"@"+raft)
+	}
+	if err := c.start(c.Nodes[0], peers); err != nil {
+		c.Stop()
+		return nil, err
 	}
 	for _, n := range c.Nodes {
 		if err := c.WaitServing(ctx, n); err != nil {
@@ -116,17 +137,66 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-// start starts n's process; the first node bootstraps a cluster of itself.
-func (c *Cluster) start(n *ClusterNode, bootstrap bool) error {
+// prepare writes what every node's arguments name: the ops token, the
+// cluster's CA and each node's certificate.
+func (c *Cluster) prepare() error {
+	if err := os.MkdirAll(c.cfg.Dir, 0o755); err != nil {
+		return err
+	}
+	if c.cfg.Ops {
+		c.token = "bench-ops-token"
+		if err := os.WriteFile(filepath.Join(c.cfg.Dir, "ops-token"), []byte(c.token+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	if c.cfg.TLS {
+		c.certs = filepath.Join(c.cfg.Dir, "certs")
+		if err := os.MkdirAll(c.certs, 0o700); err != nil {
+			return err
+		}
+		ca := tlstest.CA("switchyard bench cluster CA")
+		if err := os.WriteFile(filepath.Join(c.certs, "ca.pem"), ca.CertPEM, 0o644); err != nil {
+			return err
+		}
+		for i := range c.cfg.Nodes {
+			id := fmt.Sprintf("n%d", i+1)
+			if _, _, err := ca.Node(id).WriteFiles(c.certs, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// args are n's arguments: the cluster's, then Args, with Ops's
+// --metrics-listen in place of theirs.
+func (c *Cluster) args(n *ClusterNode, peers []string) []string {
+	args := []string{"--node-id", n.ID, "--cluster-listen", "127.0.0.1:0", "--data-dir", n.Dir, "-l", "stderr"}
+	if len(peers) > 0 {
+		// Its own entry, port 0, stands for the port it gets.
+		args = append(args, "--cluster-peers", strings.Join(peers, ","))
+	}
+	if c.cfg.TLS {
+		args = append(args, "--cluster-tls-cert", filepath.Join(c.certs, n.ID+".pem"), "--cluster-tls-key", filepath.Join(c.certs, n.ID+".key"),
+			"--cluster-tls-ca", filepath.Join(c.certs, "ca.pem"))
+	}
+	rest := slices.Clone(c.cfg.Args)
+	if c.cfg.Ops {
+		args = append(args, "--ops-token-file", filepath.Join(c.cfg.Dir, "ops-token"))
+		if i := slices.Index(rest, "--metrics-listen"); i >= 0 && i+1 < len(rest) {
+			rest = slices.Delete(rest, i, i+2)
+		}
+		args = append(args, "--metrics-listen", "127.0.0.1:0")
+	}
+	return append(args, rest...)
+}
+
+// start starts n's process; with peers, it bootstraps a cluster of them.
+func (c *Cluster) start(n *ClusterNode, peers []string) error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
-	args := []string{"--node-id", n.ID, "--cluster-listen", "127.0.0.1:0", "--data-dir", n.Dir, "-l", "stderr"}
-	if bootstrap {
-		// Its own entry stands for the port it gets.
-		args = append(args, "--cluster-peers", n.ID+"@127.0.0.1:0")
-	}
-	p := &nodeProc{cmd: exec.Command(c.cfg.Path, append(args, c.cfg.Args...)...), exited: make(chan struct{}),
+	p := &nodeProc{cmd: exec.Command(c.cfg.Path, c.args(n, peers)...), exited: make(chan struct{}),
 		log: &noticeLog{tail: tail{max: 16 << 10}}}
 	var out io.Writer = p.log
 	if c.cfg.Log != nil {
@@ -145,27 +215,50 @@ func (c *Cluster) start(n *ClusterNode, bootstrap bool) error {
 	return nil
 }
 
-// join waits for n's Raft address and has the leader add it (or move it
-// there, for a node restarted on another port).
-func (c *Cluster) join(ctx context.Context, n *ClusterNode) error {
+// raftAddr waits for the Raft address n's current process says it
+// listens on.
+func (c *Cluster) raftAddr(ctx context.Context, n *ClusterNode) (string, error) {
 	var raft string
-	if err := c.poll(ctx, n.ID+"'s raft address", func() (bool, string) {
+	err := c.poll(ctx, n.ID+"'s raft address", func() (bool, string) {
 		if err := n.Alive(); err != nil {
 			return false, err.Error()
 		}
 		f, _ := n.cur.Load().log.latest("cluster node")
 		raft, _ = f["raft"].(string)
 		return raft != "", n.Output()
-	}); err != nil {
+	})
+	return raft, err
+}
+
+// join waits for n's Raft address and has the leader move it there,
+// through the operator API (a node restarted on another port).
+func (c *Cluster) join(ctx context.Context, n *ClusterNode) error {
+	if !c.cfg.Ops {
+		return errors.New("cluster: a node's new Raft address needs the operator API (ClusterConfig.Ops)")
+	}
+	raft, err := c.raftAddr(ctx, n)
+	if err != nil {
 		return err
 	}
 	l, err := c.Leader(ctx)
 	if err != nil {
 		return err
 	}
-	got, err := AdminCommand(l.Addr("gearman"), "cluster add "+n.ID+" "+raft)
-	if err != nil || got != "OK\r\n" {
-		return fmt.Errorf("cluster add %s %s on %s: %q, %v", n.ID, raft, l.ID, got, err)
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+l.Addr("metrics")+"/api/cluster/members",
+		strings.NewReader(url.Values{"id": {n.ID}, "addr": {raft}}.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Switchyard-Token", c.token)
+	resp, err := (&http.Client{Timeout: adminTimeout}).Do(req)
+	if err != nil {
+		return fmt.Errorf("add %s %s on %s: %w", n.ID, raft, l.ID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("add %s %s on %s: %s %s", n.ID, raft, l.ID, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
@@ -282,13 +375,13 @@ func (c *Cluster) Kill(n *ClusterNode) error {
 
 // Restart starts a node that is down again on its data directory, as a
 // follower: its Raft port, 0, is another one now, which the leader is
-// told with "cluster add" (as an operator moves a node). It returns once
-// the node serves.
+// told through the operator API (as an operator moves a node; it needs
+// Ops). It returns once the node serves.
 func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
 	if n.Alive() == nil {
 		return fmt.Errorf("cluster: %s is running", n.ID)
 	}
-	if err := c.start(n, false); err != nil {
+	if err := c.start(n, nil); err != nil {
 		return err
 	}
 	if err := c.join(ctx, n); err != nil {

@@ -32,6 +32,20 @@ var clusterBg = &Scenario{
 	run:     clusterBackground(ViaLeader),
 }
 
+var clusterBgTLS = &Scenario{
+	Name:       "cluster-bg-tls",
+	About:      "cluster-bg with mutual TLS 1.3 between the nodes (--cluster-tls-*): every Raft RPC encrypted and both ends verified; its tls_cost_pct is its jobs/s below cluster-bg's of the same round",
+	Uses:       bgUses,
+	Cluster:    true,
+	ClusterTLS: true,
+	Via:        ViaLeader,
+	Single:     "bg-durable",
+	Plain:      "cluster-bg",
+	Full:       bgDurable.Full,
+	Quick:      bgDurable.Quick,
+	run:        clusterBackground(ViaLeader),
+}
+
 var clusterBgFollower = &Scenario{
 	Name:    "cluster-bg-follower",
 	About:   "cluster-bg with the clients (and the drain's workers) on a follower, which relays their connections to the leader; JetStream's on a server that does not lead the stream",
@@ -49,13 +63,14 @@ var clusterFailover = &Scenario{
 	Name: "cluster-failover",
 	About: "kill -9 of a three-node cluster's leader while background submits flow through every node (`clients` connections on each, `inflight` submits in flight on each), round after round: " +
 		"its latency is the time from the kill to the first acknowledgement of a submit written after it through a surviving node (p99 of 20 rounds is their max); " +
-		"the killed node is restarted and added back (cluster add), and the round's jobs checked (acknowledged <= queued) and drained, before the next round",
-	Uses:    []string{"kills", "clients", "inflight", "payload", "warmup", "workers", "grab", "timeout", "duration"},
-	Cluster: true,
-	Via:     ViaLeader,
-	Full:    Params{Kills: 20, Clients: 1, InFlight: 8, Payload: 64, Warmup: time.Second, Workers: 2, Grab: 1, Timeout: 30 * time.Second, Duration: 10 * time.Minute},
-	Quick:   Params{Kills: 5, Clients: 1, InFlight: 8, Payload: 64, Warmup: 500 * time.Millisecond, Workers: 2, Grab: 1, Timeout: 30 * time.Second, Duration: 3 * time.Minute},
-	run:     runFailover,
+		"the killed node is restarted and added back (its new Raft address given through the operator API), and the round's jobs checked (acknowledged <= queued) and drained, before the next round",
+	Uses:     []string{"kills", "clients", "inflight", "payload", "warmup", "workers", "grab", "timeout", "duration"},
+	Cluster:  true,
+	Restarts: true,
+	Via:      ViaLeader,
+	Full:     Params{Kills: 20, Clients: 1, InFlight: 8, Payload: 64, Warmup: time.Second, Workers: 2, Grab: 1, Timeout: 30 * time.Second, Duration: 10 * time.Minute},
+	Quick:    Params{Kills: 5, Clients: 1, InFlight: 8, Payload: 64, Warmup: 500 * time.Millisecond, Workers: 2, Grab: 1, Timeout: 30 * time.Second, Duration: 3 * time.Minute},
+	run:      runFailover,
 }
 
 // clusterBackground runs bg (a fill, then a drain) through the node via

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,10 +11,11 @@ import (
 )
 
 // startCluster starts a three-node switchyard cluster as the bench does,
-// in the test's temporary directory.
-func startCluster(ctx context.Context, t *testing.T, bin string) *harness.Cluster {
+// in the test's temporary directory, with the operator API on (the
+// failover's restarts need it) and, with tls, certificates.
+func startCluster(ctx context.Context, t *testing.T, bin string, tls bool) *harness.Cluster {
 	t.Helper()
-	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: bin, Dir: t.TempDir(),
+	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: bin, Dir: t.TempDir(), Ops: true, TLS: tls,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "-t", "0", "--periodic-listen", "off", "--controller-socket", "off",
 			"--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off"}})
 	if err != nil {
@@ -39,7 +41,7 @@ func TestClusterAgainstSwitchyard(t *testing.T) {
 	bin := buildSwitchyard(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c := startCluster(ctx, t, bin)
+	c := startCluster(ctx, t, bin, false)
 	target := Target{Cluster: c, Usage: c.Usage, Note: t.Logf}
 	bgParams := Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 400, Workers: 2, Grab: 1, Timeout: time.Minute}
 	for _, sc := range []*Scenario{clusterBg, clusterBgFollower} {
@@ -73,6 +75,34 @@ func TestClusterAgainstSwitchyard(t *testing.T) {
 		if err := c.WaitServing(ctx, n); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestClusterTLSAgainstSwitchyard runs cluster-bg-tls against a cluster
+// whose nodes speak mutual TLS, with tiny counts (the leader's "cluster
+// node" line says TLS is on).
+func TestClusterTLSAgainstSwitchyard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a cluster; skipped with -short")
+	}
+	bin := buildSwitchyard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(ctx, t, bin, true)
+	run := clusterBgTLS.Run(ctx, Target{Cluster: c, Usage: c.Usage, Note: t.Logf},
+		Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 400, Workers: 2, Grab: 1, Timeout: time.Minute})
+	if run.Error != "" {
+		t.Fatalf("run failed: %s", run.Error)
+	}
+	if run.Jobs != 400 || run.JobsPerSec <= 0 {
+		t.Errorf("implausible run: %+v", run)
+	}
+	l, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(l.Output(), `"tls": true`) {
+		t.Fatalf("the leader's cluster node line does not say TLS:\n%s", l.Output())
 	}
 }
 

@@ -86,6 +86,13 @@ type Scenario struct {
 	// Via is the node a cluster scenario's clients talk to: ViaLeader or
 	// ViaFollower (whose connections the node relays to the leader).
 	Via string
+	// ClusterTLS runs a cluster scenario with mutual TLS between the
+	// nodes; Restarts, on a cluster whose nodes it can restart (their
+	// operator API on, see harness.ClusterConfig.Ops).
+	ClusterTLS, Restarts bool
+	// Plain names the scenario a TLS one's rows are set against, run for
+	// run in the same round (its tls_cost_pct).
+	Plain string
 	// Single names the single-node scenario a cluster scenario's rows are
 	// set against, run for run in the same round (bg-durable).
 	Single string
@@ -198,7 +205,7 @@ var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, qu
 	fgRate, fgCurve,
 	httpFg, httpBg, httpRate,
 	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, periodicRate, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, memodbRate, mixed, bgDurable, queue1MDurable,
-	clusterBg, clusterBgFollower, clusterFailover}
+	clusterBg, clusterBgTLS, clusterBgFollower, clusterFailover}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -86,7 +86,9 @@ func clusterConfigs(opts *options, fdLimit uint64, scenarios []*scenario.Scenari
 	args = append(args, strings.Fields(opts.switchyardArgs)...)
 	spec := newServerSpec(clusterServer, opts.switchyard, args)
 	spec.record.Args = append([]string{"--node-id", "nN", "--cluster-listen", "127.0.0.1:0", "--data-dir", "DIR/nN", "-l", "stderr",
-		"--cluster-peers", "n1@127.0.0.1:0 (n1 only: n2 and n3 start without it and join by the admin command 'cluster add')"}, args...)
+		"--cluster-peers", "n1@127.0.0.1:0,n2@ADDR2,n3@ADDR3 (n1 only, started last: n2 and n3 start without it and follow n1)",
+		"(cluster-bg-tls: --cluster-tls-cert DIR/certs/nN.pem --cluster-tls-key DIR/certs/nN.key --cluster-tls-ca DIR/certs/ca.pem)",
+		"(cluster-failover: --ops-token-file DIR/ops-token --metrics-listen 127.0.0.1:0, for the restarted node's new address)"}, args...)
 	spec.cluster = strings.Contains(help, "--node-id")
 	servers := []serverSpec{spec}
 
@@ -118,7 +120,8 @@ func runCluster(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s
 		return record.Run{}, err
 	}
 	defer os.RemoveAll(dir)
-	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: s.config.Path, Args: s.config.Args, Dir: dir, Log: s.config.Log})
+	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: s.config.Path, Args: s.config.Args, Dir: dir, Log: s.config.Log,
+		Ops: sc.Restarts, TLS: sc.ClusterTLS})
 	if err != nil {
 		return failed(err)
 	}
@@ -156,8 +159,9 @@ func runJetStream(ctx context.Context, sc *scenario.Scenario, p scenario.Params,
 // relateCluster sets each cluster scenario's runs against the runs of the
 // same round they are compared with, in their notes: switchyard's
 // single-node scenario (of_bg_durable_pct: the cluster's jobs/s as a share
-// of one durable server's) and, for switchyard's cluster, JetStream's run
-// (vs_jetstream_x, vs_jetstream_p99_x).
+// of one durable server's), for switchyard's cluster JetStream's run
+// (vs_jetstream_x, vs_jetstream_p99_x), and for a TLS scenario its plain
+// one's (tls_cost_pct: how much lower its jobs/s are).
 func relateCluster(rec *record.Record, scenarios []*scenario.Scenario) {
 	for i := range rec.Runs {
 		run := &rec.Runs[i]
@@ -173,6 +177,11 @@ func relateCluster(rec *record.Record, scenarios []*scenario.Scenario) {
 		}
 		if run.Server != clusterServer {
 			continue
+		}
+		if sc.Plain != "" {
+			if plain := rec.Find(sc.Plain, clusterServer, run.Round); plain != nil && plain.JobsPerSec > 0 && run.JobsPerSec > 0 {
+				setExtra(run, "tls_cost_pct", 100*(1-run.JobsPerSec/plain.JobsPerSec))
+			}
 		}
 		if js := rec.Find(sc.Name, jetstreamServer, run.Round); js != nil && js.JobsPerSec > 0 && run.JobsPerSec > 0 {
 			setExtra(run, "vs_jetstream_x", run.JobsPerSec/js.JobsPerSec)
