@@ -451,7 +451,7 @@ var optTable = []*optDef{
 		help: "Serve Prometheus metrics (/metrics), a health check (/healthz), a live status page (/) and Go's profiler (/debug/pprof/) over HTTP on HOST:PORT, or 'off'. Port 0 is one the kernel picks, which the 'listening' log line names. They stay on 127.0.0.1 whatever -L says. If the default address cannot be used, they are off, with a notice; an address given here must work.",
 		set:  setMetricsListen},
 	{long: "ops-token-file", value: true, group: gMetrics,
-		help: "Turn on the operator actions (pause, resume, drop a function's waiting jobs, cancel a job) on the status page and POST /api/actions/, with the token this file holds (surrounding white space ignored): each action must carry it. Off without it.",
+		help: "Turn on the operator actions (pause, resume, drop a function's waiting jobs, cancel a job) on the status page and POST /api/actions/, and a cluster's membership changes (POST and DELETE /api/cluster/members), with the token this file holds (surrounding white space ignored): each must carry it. Off without it.",
 		set:  setString(func(o *options) *string { return &o.OpsTokenFile })},
 	{long: "metrics-function-histograms", group: gMetrics,
 		help: "Serve each function's queue wait and run time histograms (switchyard_function_queue_wait_seconds, switchyard_function_run_seconds): 48 series per function that has had a job taken, so 480,000 for 10,000 functions; off, the status page still shows each function's recent percentiles.",
