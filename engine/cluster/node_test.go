@@ -21,11 +21,19 @@ func startThree(tb testing.TB) []*Node {
 
 // startThreeWith is startThree with each node's configuration from cfg
 // (its ID, Listen, Peers and Dir set here).
+//
+// The nodes keep Raft's timeouts at testTimeout, not the defaults' half
+// second: a leader that does not hear a majority within its lease steps
+// down, and a run of the race detector beside other packages' tests on a
+// busy machine starved n1 past half a second between adding n2 and n3
+// (AddVoter: "this node is not the leader"). These tests are about what a
+// cluster commits, not how soon it elects.
 func startThreeWith(tb testing.TB, cfg func(id string) Config) []*Node {
 	tb.Helper()
 	open := func(id string, peers []Peer) *Node {
 		c := cfg(id)
 		c.ID, c.Listen, c.Peers, c.Dir = id, "127.0.0.1:0", peers, tb.TempDir()
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = testTimeout, testTimeout, testTimeout
 		n, err := Open(c)
 		if err != nil {
 			tb.Fatal(err)
@@ -48,6 +56,9 @@ func startThreeWith(tb testing.TB, cfg func(id string) Config) []*Node {
 	}
 	return nodes
 }
+
+// testTimeout is the Raft timeouts of startThree's nodes.
+const testTimeout = 3 * time.Second
 
 func waitLeader(tb testing.TB, n *Node) {
 	tb.Helper()
