@@ -310,12 +310,19 @@ func TestE2EClusterSecurity(t *testing.T) {
 			{"no TLS", nil, []string{"not_tls", "handshake"}},
 			{"another CA's certificate", []string{"--cluster-tls-cert", otherCert, "--cluster-tls-key", otherKey, "--cluster-tls-ca", otherCA},
 				[]string{"unknown_authority"}},
+			// n2's certificate, stolen: the rogue says it is n2 (a switchyard
+			// refuses to start with a certificate that does not name it),
+			// and is added as evil.
 			{"another node's certificate", []string{"--cluster-tls-cert", f("n2.pem"), "--cluster-tls-key", f("n2.key"), "--cluster-tls-ca", f("nodes-ca.pem")},
 				[]string{"wrong_node"}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				evil := &clusterNode{id: "evil", dir: t.TempDir()}
-				evil.args = append([]string{"--node-id", "evil", "--cluster-listen", "127.0.0.1:0", "-L", "127.0.0.1", "-p", "0",
+				claims := "evil"
+				if strings.Contains(tt.name, "another node's") {
+					claims = "n2"
+				}
+				evil.args = append([]string{"--node-id", claims, "--cluster-listen", "127.0.0.1:0", "-L", "127.0.0.1", "-p", "0",
 					"-l", "stderr", "--data-dir", evil.dir, "--metrics-listen", "off", "--periodic-listen", "off", "--dwork-listen", "off",
 					"--memodb-listen", "off", "--controller-socket", "off"}, tt.args...)
 				c.start(evil)
@@ -569,10 +576,11 @@ func libgearmanTLS(t *testing.T) string {
 }
 
 // TestE2ECertRotation: a node with mutual TLS between nodes and client
-// certificates on its Gearman port. Its files replaced and SIGHUP sent, a
-// new handshake on either port shows the new certificate while a
-// connection made before goes on; a damaged file is refused, said so in
-// the log, and the certificate served stays.
+// certificates on its Gearman port, both from one certificate file. Its
+// files replaced and SIGHUP sent, a new handshake on either port shows the
+// new certificate while a connection made before goes on; a certificate
+// naming another node is kept from the cluster; a damaged file is refused,
+// said so in the log, and the certificates served stay.
 func TestE2ECertRotation(t *testing.T) {
 	if isGearmand(t) {
 		t.Skip("switchyard's SIGHUP")
@@ -598,9 +606,10 @@ func TestE2ECertRotation(t *testing.T) {
 	n.proc = startProcIn(t, n.dir, serverBinary(t), n.args...)
 	waitUntil(t, e2eWaitTimeout, "n1 leading", func() (bool, string) { return n.role() == "leader", n.proc.stderr.String() })
 	alice := clientCA.Client("alice")
-	dialJob := func() *tls.Conn {
+	// The Gearman port, as a client that expects the certificate of name.
+	dialJob := func(name string) *tls.Conn {
 		t.Helper()
-		c, err := tls.Dial("tcp", n.addr("gearman"), &tls.Config{RootCAs: ca.Pool(), ServerName: "n1",
+		c, err := tls.Dial("tcp", n.addr("gearman"), &tls.Config{RootCAs: ca.Pool(), ServerName: name,
 			Certificates: []tls.Certificate{alice.TLS()}})
 		if err != nil {
 			t.Fatal(err)
@@ -636,7 +645,7 @@ func TestE2ECertRotation(t *testing.T) {
 		})
 	}
 
-	oldConn := dialJob()
+	oldConn := dialJob("n1")
 	old := &gearConn{t: t, c: oldConn, r: bufio.NewReader(oldConn), name: "the connection made first"}
 	echo(old, "before")
 	if serial(oldConn) != first.Cert.SerialNumber.String() || serial(dialRaft()) != first.Cert.SerialNumber.String() {
@@ -646,7 +655,7 @@ func TestE2ECertRotation(t *testing.T) {
 	second := ca.Node("n1")
 	writeNode(second)
 	hup("SIGHUP: certificates reloaded", 2) // the job ports' files and the cluster's
-	if got := serial(dialJob()); got != second.Cert.SerialNumber.String() {
+	if got := serial(dialJob("n1")); got != second.Cert.SerialNumber.String() {
 		t.Error("the Gearman port's new handshake does not show the new certificate")
 	}
 	if got := serial(dialRaft()); got != second.Cert.SerialNumber.String() {
@@ -654,11 +663,27 @@ func TestE2ECertRotation(t *testing.T) {
 	}
 	echo(old, "after the reload")
 
+	// A certificate naming another node: the Gearman port takes it, the
+	// cluster keeps its own, which the other nodes would not refuse.
+	third := ca.Node("n2")
+	writeNode(third)
+	hup("SIGHUP: certificates reloaded", 3)
+	waitUntil(t, e2eWaitTimeout, "the cluster's refusal", func() (bool, string) {
+		out := n.proc.stderr.String()
+		return strings.Count(out, "SIGHUP: cannot reload the certificates") == 1 && strings.Contains(out, "not this node"), out
+	})
+	if got := serial(dialJob("n2")); got != third.Cert.SerialNumber.String() {
+		t.Error("the Gearman port does not serve the certificate reloaded")
+	}
+	if got := serial(dialRaft()); got != second.Cert.SerialNumber.String() {
+		t.Error("the Raft port took a certificate that names another node")
+	}
+
 	if err := os.WriteFile(node, []byte("-----BEGIN CERTIFICATE-----\nhalf written\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hup("SIGHUP: cannot reload the certificates: the ones loaded before stay in use", 2)
-	if got := serial(dialJob()); got != second.Cert.SerialNumber.String() {
+	hup("SIGHUP: cannot reload the certificates: the ones loaded before stay in use", 3)
+	if got := serial(dialJob("n2")); got != third.Cert.SerialNumber.String() {
 		t.Error("after a damaged file, the Gearman port serves another certificate")
 	}
 	if got := serial(dialRaft()); got != second.Cert.SerialNumber.String() {

@@ -165,7 +165,15 @@ func (s *server) start() error {
 		s.reloadOnHUP("--ssl-certificate, --ssl-key, --ssl-ca-file", src)
 	}
 	if o.ClusterTLSCert != "" {
-		load := func() (*certs.Bundle, error) { return certs.Load(o.ClusterTLSCert, o.ClusterTLSKey, o.ClusterTLSCA) }
+		// A certificate the other nodes would refuse (another node's name,
+		// another CA's) stops the start, and a reload keeps the old one.
+		load := func() (*certs.Bundle, error) {
+			b, err := certs.Load(o.ClusterTLSCert, o.ClusterTLSKey, o.ClusterTLSCA)
+			if err == nil {
+				err = cluster.CheckCert(b, o.NodeID)
+			}
+			return b, err
+		}
 		src, err := certs.New(load)
 		if err != nil {
 			return fmt.Errorf("--cluster-tls-*: %w", err)

@@ -61,14 +61,21 @@ func (s *Source) Reload() error {
 	return nil
 }
 
+// Roots is the pool of the CAs: Pool, or one made of CAs.
+func (b *Bundle) Roots() *x509.CertPool {
+	if b.Pool != nil {
+		return b.Pool
+	}
+	p := x509.NewCertPool()
+	for _, c := range b.CAs {
+		p.AddCert(c)
+	}
+	return p
+}
+
 // complete fills what a Bundle derives from its certificates.
 func (b *Bundle) complete() *Bundle {
-	if b.Pool == nil {
-		b.Pool = x509.NewCertPool()
-		for _, c := range b.CAs {
-			b.Pool.AddCert(c)
-		}
-	}
+	b.Pool = b.Roots()
 	b.plain = &tls.Config{Certificates: []tls.Certificate{b.Cert}}
 	// Session tickets off where client certificates count: a resumed
 	// session would carry the verification of its first handshake past a

@@ -10,11 +10,13 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -143,6 +145,12 @@ func Open(cfg Config) (*Node, error) {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --cluster-listen %s: the other nodes reach this one there: give a host, not every address", cfg.Listen)
 	}
+	if cfg.TLS != nil {
+		if err := CheckCert(cfg.TLS.Get(), cfg.ID); err != nil {
+			n.logs.Close()
+			return nil, err
+		}
+	}
 	if cfg.TLS == nil && !cfg.Insecure && !bind.IP.IsLoopback() {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --cluster-listen %s is not a loopback address: give this node its certificate "+
@@ -218,6 +226,31 @@ func Open(cfg Config) (*Node, error) {
 	n.done.Add(1)
 	go n.watch()
 	return n, nil
+}
+
+// CheckCert refuses a node certificate its peers would refuse: one that
+// does not name the node id, or that the cluster's CA did not issue for
+// TLS servers and clients. Open checks the one it is given; a reload
+// (certs.Source's Loader) should check each, so as to keep the old one.
+func CheckCert(b *certs.Bundle, id string) error {
+	var chain []*x509.Certificate
+	for _, der := range b.Cert.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return fmt.Errorf("cluster: --cluster-tls-cert: %w", err)
+		}
+		chain = append(chain, c)
+	}
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := verifyChain(chain, b.Roots(), usage); err != nil {
+			return fmt.Errorf("cluster: --cluster-tls-cert does not verify against --cluster-tls-ca for TLS servers and clients, "+
+				"so the other nodes would refuse it: %w", err)
+		}
+	}
+	if !slices.Contains(chain[0].DNSNames, id) {
+		return fmt.Errorf("cluster: --cluster-tls-cert names %q, not this node (--node-id %s): the other nodes would refuse it", chain[0].DNSNames, id)
+	}
+	return nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -97,6 +97,29 @@ func TestOpenRefusesPlainOffLoopback(t *testing.T) {
 	n.Close()
 }
 
+// TestOpenRefusesOwnBadCert: a node whose own certificate its peers would
+// refuse does not start, and says why.
+func TestOpenRefusesOwnBadCert(t *testing.T) {
+	ca, other := tlstest.CA("cluster CA"), tlstest.CA("another CA")
+	for _, tt := range []struct {
+		name string
+		cert *tlstest.Cert
+		want string
+	}{
+		{"another node's", ca.Node("n2"), "not this node"},
+		{"another CA's", other.Node("n1"), "does not verify against --cluster-tls-ca"},
+		{"expired", ca.Expired(ca.Node("n1")), "does not verify against --cluster-tls-ca"},
+		{"a server's only", ca.IssueWith("n1", tlstest.Options{DNS: []string{"n1"}, Server: true}), "for TLS servers and clients"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Open(Config{ID: "n1", Listen: "127.0.0.1:0", Dir: t.TempDir(), TLS: nodeCerts(t, ca, tt.cert)})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // refusedCounts reads a node's refusal counters.
 func refusedCounts(n *Node) [numReasons]uint64 {
 	var out [numReasons]uint64
