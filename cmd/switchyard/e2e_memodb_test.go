@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	reqsock "go.nanomsg.org/mangos/v3/protocol/req"
 
 	codec "switchyard/codec/memodb"
+	"switchyard/engine/tlstest"
 )
 
 // nngcatTimeout bounds one nngcat exchange: a failure, not a pace.
@@ -49,13 +51,19 @@ func startMemodb(t *testing.T, extraArgs ...string) (*serverProc, string) {
 // wait returns the reply it printed.
 func nngcatReq(t *testing.T, bin, url string, msg []byte) (wait func() []byte) {
 	t.Helper()
+	return nngcatReqArgs(t, bin, url, msg)
+}
+
+// nngcatReqArgs is nngcatReq with more of nngcat's options (TLS's).
+func nngcatReqArgs(t *testing.T, bin, url string, msg []byte, more ...string) (wait func() []byte) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "msg.cbor")
 	if err := os.WriteFile(file, msg, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), nngcatTimeout)
-	cmd := exec.CommandContext(ctx, bin, "--req", "--dial", url, "--raw", "--file", file,
-		"--recv-timeout", "15", "--recv-maxsz", "0")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--req", "--dial", url, "--raw", "--file", file,
+		"--recv-timeout", "15", "--recv-maxsz", "0"}, more...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -267,4 +275,65 @@ func (h *heldNngcat) job(service string, ms uint64, payload string) codec.Messag
 		h.t.Fatalf("nngcat's JOB: %+v", m)
 	}
 	return m
+}
+
+// TestE2EMemodbNngcatTLS: MemoDB over tls+tcp:// with client certificates
+// required, and nngcat (NNG's own TLS, mbedTLS) as the client: with a
+// certificate of the client CA its job runs on a Gearman worker and the
+// result comes back; without one, or with another CA's, nngcat gets no
+// answer and no job is queued.
+func TestE2EMemodbNngcatTLS(t *testing.T) {
+	t.Parallel()
+	nngcat := requireNngcat(t)
+	dir := t.TempDir()
+	ca, clientCA, otherCA := tlstest.CA("server CA"), tlstest.CA("client CA"), tlstest.CA("other CA")
+	serverCert, serverKey, err := ca.Issue("switchyard", false).WriteFiles(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := writeFile(t, dir, "ca.pem", string(ca.CertPEM))
+	clientCAFile := writeFile(t, dir, "clients-ca.pem", string(clientCA.CertPEM))
+	srv, others := startServerPorts(t, 2, "--memodb-listen", "tls+tcp://127.0.0.1:0", "--ssl-certificate", serverCert,
+		"--ssl-key", serverKey, "--ssl-ca-file", clientCAFile, "--ssl-verify-client")
+	// mbedTLS, nng's TLS, checks the server's name against DNS names only,
+	// not addresses: localhost is the certificate's.
+	_, port, _ := net.SplitHostPort(others[0])
+	url := "tls+tcp://localhost:" + port
+	job := append(codec.AppendJob(nil, nil, "upper-tls", 30000), "over TLS"...)
+	for name, c := range map[string]*tlstest.Cert{"no": nil, "another CA's": otherCA.Client("mallory")} {
+		args := []string{"--cacert", caFile, "--recv-timeout", "2"}
+		if c != nil {
+			certFile, keyFile, err := c.WriteFiles(t.TempDir(), "client")
+			if err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--cert", certFile, "--key", keyFile)
+		}
+		file := filepath.Join(t.TempDir(), "msg.cbor")
+		if err := os.WriteFile(file, job, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := runCmd(t, nngcatTimeout, "", nngcat, append([]string{"--req", "--dial", url, "--raw", "--file", file}, args...)...)
+		if r.code == 0 && r.stdout != "" {
+			t.Errorf("nngcat with %s certificate: answered %v", name, r)
+		}
+		if st, raw := adminStatus(t, srv.addr); st["upper-tls"].queued != 0 {
+			t.Fatalf("nngcat with %s certificate queued a job:\n%s", name, raw)
+		}
+	}
+	certFile, keyFile, err := clientCA.Client("memodb-client").WriteFiles(t.TempDir(), "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := dialGear(t, srv.addr, "gearman worker")
+	g.send(pCanDo, "upper-tls")
+	wait := nngcatReqArgs(t, nngcat, url, job, "--cacert", caFile, "--cert", certFile, "--key", keyFile)
+	got := g.grabJob(nngcatTimeout)
+	if got[1] != "upper-tls" || got[2] != "over TLS" {
+		t.Fatalf("the Gearman worker got %q", got)
+	}
+	g.send(pWorkComplete, got[0], "OVER TLS")
+	if m := decodeReply(t, wait(), codec.Result); string(m.Payload) != "OVER TLS" {
+		t.Fatalf("nngcat's result: %+v", m)
+	}
 }
