@@ -714,3 +714,51 @@ func TestE2EClusterSecureByDefault(t *testing.T) {
 	n.proc = startProcIn(t, n.dir, bin, append(common, "--cluster-listen", "127.0.0.1:0", "--cluster-peers", "n1@127.0.0.1:0", "--data-dir", n.dir)...)
 	waitUntil(t, e2eWaitTimeout, "the loopback node leading", func() (bool, string) { return n.role() == "leader", n.proc.stderr.String() })
 }
+
+// TestE2EHTTPClientCertificates: the HTTP port with --http-ssl and
+// --ssl-verify-client, driven by curl: a client certificate of the client
+// CA submits a background job; none, another CA's or an expired one gets
+// no answer and queues nothing.
+func TestE2EHTTPClientCertificates(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("gearmand's HTTP module has no TLS")
+	}
+	curl := requireTool(t, "curl")
+	dir := t.TempDir()
+	ca, clientCA, otherCA := tlstest.CA("server CA"), tlstest.CA("client CA"), tlstest.CA("other CA")
+	serverCert, serverKey, err := ca.Issue("switchyard", false).WriteFiles(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := writeFile(t, dir, "ca.pem", string(ca.CertPEM))
+	srv, others := startServerPorts(t, 2, "-r", "http", "--http-port", "0", "--http-ssl", "--ssl-certificate", serverCert,
+		"--ssl-key", serverKey, "--ssl-ca-file", writeFile(t, dir, "clients-ca.pem", string(clientCA.CertPEM)), "--ssl-verify-client")
+	url := "https://" + others[0] + "/payroll"
+	post := func(c *tlstest.Cert) cmdResult {
+		args := []string{"-sS", "-D", "-", "-o", "/dev/null", "--cacert", caFile, "-H", "X-Gearman-Background: true", "-d", "march", url}
+		if c != nil {
+			certFile, keyFile, err := c.WriteFiles(t.TempDir(), "client")
+			if err != nil {
+				t.Fatal(err)
+			}
+			args = append([]string{"--cert", certFile, "--key", keyFile}, args...)
+		}
+		return runCmd(t, e2eCmdTimeout, "", curl, args...)
+	}
+	for name, c := range map[string]*tlstest.Cert{"no": nil, "another CA's": otherCA.Client("mallory"),
+		"an expired": clientCA.Expired(clientCA.Client("payroll"))} {
+		if r := post(c); r.code == 0 {
+			t.Errorf("curl with %s certificate: %v", name, r)
+		}
+	}
+	if st, raw := adminStatus(t, srv.addr); st["payroll"].queued != 0 {
+		t.Fatalf("a refused client queued a job:\n%s", raw)
+	}
+	if r := post(clientCA.Client("payroll")); r.code != 0 || !strings.Contains(r.stdout, "X-Gearman-Command: JOB_CREATED") {
+		t.Fatalf("curl with a certificate: %v", r)
+	}
+	if st, raw := adminStatus(t, srv.addr); st["payroll"].queued != 1 {
+		t.Fatalf("the job is not queued:\n%s", raw)
+	}
+}
