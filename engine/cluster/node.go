@@ -16,7 +16,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -247,7 +246,7 @@ func CheckCert(b *certs.Bundle, id string) error {
 				"so the other nodes would refuse it: %w", err)
 		}
 	}
-	if !slices.Contains(chain[0].DNSNames, id) {
+	if !names(chain[0], id) {
 		return fmt.Errorf("cluster: --cluster-tls-cert names %q, not this node (--node-id %s): the other nodes would refuse it", chain[0].DNSNames, id)
 	}
 	return nil

@@ -313,8 +313,8 @@ func (s *streamLayer) verifyClient(cs tls.ConnectionState) error {
 		}
 		return nil // no configuration yet: a node waiting to be added
 	}
-	for _, name := range leaf.DNSNames {
-		if slices.Contains(members, name) {
+	for _, m := range members {
+		if names(leaf, m) {
 			return nil
 		}
 	}
@@ -384,12 +384,18 @@ func (s *streamLayer) client(id string) *tls.Config {
 			if err != nil {
 				return err
 			}
-			if !slices.Contains(leaf.DNSNames, id) {
+			if !names(leaf, id) {
 				return &refusal{reasonWrongNode, fmt.Errorf("its certificate names %q, not %q", leaf.DNSNames, id)}
 			}
 			return nil
 		},
 	}
+}
+
+// names tells whether a certificate names node id: a DNS name equal to
+// it, without regard to case, as DNS names compare.
+func names(c *x509.Certificate, id string) bool {
+	return slices.ContainsFunc(c.DNSNames, func(n string) bool { return strings.EqualFold(n, id) })
 }
 
 // verifyChain verifies a peer's chain (leaf first) against roots, for

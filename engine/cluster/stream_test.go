@@ -604,3 +604,25 @@ func TestSplitDialAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestNames: a certificate names a node by a DNS name equal to its id,
+// whatever the case, and by nothing else (not its common name).
+func TestNames(t *testing.T) {
+	ca := tlstest.CA("cluster CA")
+	for _, tt := range []struct {
+		dns  []string
+		id   string
+		want bool
+	}{
+		{[]string{"n1"}, "n1", true},
+		{[]string{"N1.example", "n1"}, "n1", true},
+		{[]string{"N1"}, "n1", true},
+		{[]string{"n1.example"}, "n1", false},
+		{nil, "n1", false},
+	} {
+		c := ca.IssueWith("n1", tlstest.Options{DNS: tt.dns, Client: true, Server: true})
+		if got := names(c.Cert, tt.id); got != tt.want {
+			t.Errorf("names(%q, %q) = %v, want %v", tt.dns, tt.id, got, tt.want)
+		}
+	}
+}
