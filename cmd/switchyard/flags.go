@@ -152,7 +152,7 @@ type options struct {
 	ControllerFuncs   []string      // --controller-func (ours, repeatable): what controller workers serve; nil = defaultControllerFunc
 	DworkListen       []string      // --dwork-listen (ours, repeatable): tcp://HOST:PORT, ZeroMQ style (HOST or PORT may be *); nil = defaultDworkPort on -L's address; empty = off
 	DworkFunc         string        // --dwork-func (ours): the function dwork tasks belong to; "" = defaultDworkFunc
-	DworkKeepOnClose  bool          // --dwork-keep-on-close (ours): a dwork host keeps its tasks when its connections close, as with dwork's hub
+	DworkHostTimeout  time.Duration // --dwork-host-timeout (ours): a dwork host silent this long is taken as exited; 0 = never (the hub's way)
 	MemodbListen      []string      // --memodb-listen (ours, repeatable): tcp://HOST:PORT or ipc:///path; nil = defaultMemodbPort on -L's address (127.0.0.1 without -L); empty = off
 	MemodbQueue       time.Duration // --memodb-queue-timeout (ours): how long a MemoDB client's job waits for a worker; default 10s
 	MemodbHeartbeat   time.Duration // --memodb-heartbeat (ours): idle MemoDB workers get HEARTBEAT after it, and must answer within it; default 10s
@@ -421,9 +421,12 @@ var optTable = []*optDef{
 	{long: "dwork-func", value: true, dflt: defaultDworkFunc, group: gDwork,
 		help: "The function dwork tasks belong to: any worker of it, from any protocol, can run them (the task's name is the job's unique and payload).",
 		set:  setDworkFunc},
+	{long: "dwork-host-timeout", value: true, dflt: "0", group: gDwork,
+		help: "Take a dwork host that has sent nothing naming it (a Steal, a completion) for this long as exited, as if it had sent Exit: its tasks go back to the head of the queue. Seconds, or a duration such as 90s, 10m; 0 (the default, as with dwork's hub) keeps a host's tasks until it completes them or sends Exit. A closed connection never counts: dwork's clients open one per command.",
+		set:  setDworkHostTimeout},
 	{long: "dwork-keep-on-close", group: gDwork,
-		help: "Leave a dwork host its tasks when every connection it stole on has closed, as dwork's hub does. Use it when hosts connect once a request, as dwork's 'dquery steal' and 'dquery complete' from a shell do; a host that dies then holds its tasks until an Exit names it. Without it such a host is taken as exited and its tasks go back to the queue.",
-		set:  setBool(func(o *options) *bool { return &o.DworkKeepOnClose })},
+		ignored: "a dwork host always keeps its tasks when its connections close (see --dwork-host-timeout)",
+		help:    "Accepted and ignored: a dwork host keeps its tasks when its connections close, as with dwork's hub; --dwork-host-timeout bounds how long a silent host holds them."},
 
 	{long: "memodb-listen", value: true, multi: true, dflt: "tcp://127.0.0.1:" + defaultMemodbPort, group: gMemodb,
 		help: "Serve the MemoDB broker protocol (an NNG REP socket) on tcp://HOST:PORT or ipc:///path; port 0 is one the kernel picks, which the 'listening' log line names. Give it again for more addresses, or 'off' for none. The default is port " + defaultMemodbPort + " on -L's address, 127.0.0.1 without -L; if it cannot be used, the protocol is off, with a notice; an address given here must work.",
@@ -718,6 +721,15 @@ func setDworkFunc(s *parseState, v string) error {
 		return usagef("the argument ('') for option '--dwork-func' is invalid: a function has a name")
 	}
 	s.o.DworkFunc = v
+	return nil
+}
+
+func setDworkHostTimeout(s *parseState, v string) error {
+	d, ok := parseDuration(v)
+	if !ok {
+		return usagef("the argument ('%s') for option '--dwork-host-timeout' is invalid (seconds, or a duration such as 90s, 10m; 0 never takes a host as exited)", v)
+	}
+	s.o.DworkHostTimeout = d
 	return nil
 }
 

@@ -254,7 +254,9 @@ func TestParseArgs(t *testing.T) {
 			want(func(o *options) { o.DworkListen = []string{"tcp://127.0.0.1:0", "tcp://*:6125", "tcp://[::1]:*"} })},
 		{"--dwork-listen off", []string{"--dwork-listen", "off"}, nil, want(func(o *options) { o.DworkListen = []string{} })},
 		{"--dwork-func", []string{"--dwork-func", "dag"}, nil, want(func(o *options) { o.DworkFunc = "dag" })},
-		{"--dwork-keep-on-close", []string{"--dwork-keep-on-close"}, nil, want(func(o *options) { o.DworkKeepOnClose = true })},
+		{"--dwork-host-timeout", []string{"--dwork-host-timeout", "90s"}, nil, want(func(o *options) { o.DworkHostTimeout = 90 * time.Second })},
+		{"--dwork-host-timeout seconds", []string{"--dwork-host-timeout=600"}, nil, want(func(o *options) { o.DworkHostTimeout = 10 * time.Minute })},
+		{"--dwork-host-timeout 0", []string{"--dwork-host-timeout", "0"}, nil, want(func(o *options) {})},
 		{"--memodb-listen repeated", []string{"--memodb-listen", "tcp://127.0.0.1:0", "--memodb-listen=ipc:///tmp/m.sock", "--memodb-listen", "tcp://[::1]:12701"}, nil,
 			want(func(o *options) {
 				o.MemodbListen = []string{"tcp://127.0.0.1:0", "ipc:///tmp/m.sock", "tcp://[::1]:12701"}
@@ -334,6 +336,7 @@ func TestWarnings(t *testing.T) {
 		warn []string
 	}{
 		{[]string{"--syslog"}, []string{"ignoring --syslog: switchyard does not log to syslog; use -l/--log-file"}},
+		{[]string{"--dwork-keep-on-close"}, []string{"ignoring --dwork-keep-on-close: a dwork host always keeps its tasks when its connections close (see --dwork-host-timeout)"}},
 		{[]string{"--coredump"}, []string{"ignoring --coredump: core dumps follow the Go runtime's GOTRACEBACK setting (GOTRACEBACK=crash)"}},
 		{[]string{"--hashtable-buckets", "1733003"}, []string{"ignoring --hashtable-buckets: switchyard's job tables grow as needed"}},
 		{[]string{"--hashtable-buckets=5"}, []string{"ignoring --hashtable-buckets: switchyard's job tables grow as needed"}},
@@ -514,6 +517,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--metrics-listen", "localhost:70000"}, nil, "the argument ('localhost:70000') for option '--metrics-listen' is invalid: want HOST:PORT or off"},
 		{[]string{"--memodb-listen", "tcp://h:1", "--memodb-listen", "tcp://h:1"}, nil, "the argument ('tcp://h:1') for option '--memodb-listen' is given twice"},
 		{[]string{"--memodb-heartbeat", "0"}, nil, "the argument ('0') for option '--memodb-heartbeat' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)"},
+		{[]string{"--dwork-host-timeout", "-1s"}, nil, "the argument ('-1s') for option '--dwork-host-timeout' is invalid (seconds, or a duration such as 90s, 10m; 0 never takes a host as exited)"},
+		{[]string{"--dwork-host-timeout", "soon"}, nil, "the argument ('soon') for option '--dwork-host-timeout' is invalid (seconds, or a duration such as 90s, 10m; 0 never takes a host as exited)"},
 		{[]string{"--memodb-queue-timeout", "soon"}, nil, "the argument ('soon') for option '--memodb-queue-timeout' is invalid (seconds, or a duration such as 500ms, 1m; more than 0)"},
 		{[]string{"--dwork-func", ""}, nil, "the argument ('') for option '--dwork-func' is invalid: a function has a name"},
 		{[]string{"--function-ttl", "-1"}, nil, "the argument ('-1') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
