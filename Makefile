@@ -205,7 +205,7 @@ bench-deps:
 
 # conformance runs gearmand 1.1.20's own test programs (t/ in a gearmand
 # source tree whose test suite is already built; nothing here builds it:
-# README, "gearmand's own test suite") against Debian's gearmand
+# docs/compatibility.md, "gearmand's own test suite") against Debian's gearmand
 # (GEARMAND=/usr/sbin/gearmand) and bin/switchyard, program by program,
 # each started as the suite starts it, and prints both servers' counts side
 # by side. CONFORMANCE_TIMEOUT=300 bounds each program on each server (s).

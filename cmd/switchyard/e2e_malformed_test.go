@@ -153,7 +153,7 @@ func observe(addr string, b []byte) (transcript, error) {
 // without one (WORK_STATUS, CAN_DO_TIMEOUT and the response types ERROR,
 // STATUS_RES, STATUS_RES_UNIQUE) gearmand waits for ever for a last
 // argument of that size, and the connection is dead but open; switchyard
-// closes it (a deliberate difference, in the README). An empty body is a
+// closes it (a deliberate difference, in docs/gearman.md). An empty body is a
 // whole packet for a type with one argument: both answer it alike.
 func TestE2EMalformedPackets(t *testing.T) {
 	t.Parallel()
@@ -173,7 +173,7 @@ func TestE2EMalformedPackets(t *testing.T) {
 	type row struct {
 		name string
 		send []byte
-		// gearmandEnd and switchyardEnd differ only where the README
+		// gearmandEnd and switchyardEnd differ only where docs/gearman.md
 		// says so; the replies must always be the same bytes.
 		gearmandEnd, switchyardEnd string
 	}

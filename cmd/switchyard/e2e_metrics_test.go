@@ -300,9 +300,9 @@ func TestE2EMetricsHTTP(t *testing.T) {
 	}
 }
 
-// The README's Metrics section names every family a server with a job
-// store serves (but the Go client's process_* and go_*), each with its
-// labels.
+// The Metrics section of docs/operating.md names every family a server
+// with a job store serves (but the Go client's process_* and go_*), each
+// with its labels.
 func TestE2EMetricsDocumented(t *testing.T) {
 	t.Parallel()
 	if isGearmand(t) {
@@ -311,11 +311,14 @@ func TestE2EMetricsDocumented(t *testing.T) {
 	srv, maddr := startMetrics(t)
 	c := dialGear(t, srv.addr, "client")
 	c.submit(pSubmitJobBg, "documented", "", "x") // a function, for the per-function families
-	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n## Metrics\n")
+	_, section, ok := strings.Cut(string(page), "\n## Metrics\n")
+	if !ok {
+		t.Fatal(`docs/operating.md has no "## Metrics" section`)
+	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	documented := map[string]string{} // name: its labels, sorted, comma-separated
 	for _, m := range regexp.MustCompile("`([a-z_]+)(?:\\{([a-z_,]+)\\})?` \\| (?:gauge|counter|histogram)").FindAllStringSubmatch(section, -1) {
@@ -324,7 +327,7 @@ func TestE2EMetricsDocumented(t *testing.T) {
 		documented[m[1]] = strings.Trim(strings.Join(labels, ","), ",")
 	}
 	if len(documented) < 30 {
-		t.Fatalf("the README's Metrics tables list only %d families: %v", len(documented), documented)
+		t.Fatalf("the Metrics tables of docs/operating.md list only %d families: %v", len(documented), documented)
 	}
 	fams := scrape(t, maddr)
 	for name, fam := range fams {
@@ -342,9 +345,9 @@ func TestE2EMetricsDocumented(t *testing.T) {
 		slices.Sort(labels)
 		want, ok := documented[name]
 		if !ok {
-			t.Errorf("README's Metrics section does not list %s", name)
+			t.Errorf("docs/operating.md's Metrics section does not list %s", name)
 		} else if got := strings.Join(labels, ","); got != want {
-			t.Errorf("%s: served with labels {%s}, the README says {%s}", name, got, want)
+			t.Errorf("%s: served with labels {%s}, docs/operating.md says {%s}", name, got, want)
 		}
 	}
 }
