@@ -33,9 +33,14 @@ type testCluster struct {
 func testConfig(id raft.ServerID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	// A second, not the server's 500 ms: the tests count what a leader
+	// acknowledges, and a leader whose heartbeats a busy machine (and the
+	// race detector) delays past its lease steps down and refuses writes.
+	// TestStoreReplicates lost the lead so at 100 ms, under -race beside
+	// other builds. Elections the tests cause (isolate) take a second or two.
+	c.HeartbeatTimeout = time.Second
+	c.ElectionTimeout = time.Second
+	c.LeaderLeaseTimeout = time.Second
 	c.CommitTimeout = 5 * time.Millisecond
 	c.SnapshotThreshold = 1 << 30 // snapshots only when a test asks
 	c.TrailingLogs = 8
