@@ -84,13 +84,19 @@ var bg = &Scenario{
 	run:   runBackground,
 }
 
+// The queue-1m scenarios send a unique with every job, a UUID as
+// libgearman does: every real client sends one, and the server keeps it
+// and indexes it for as long as the job is queued.
+var queueUses = append(bgUses[:len(bgUses):len(bgUses)], "settle", "unique")
+
 var queue1M = &Scenario{
 	Name: "queue-1m",
-	About: "queue the job count in the background with no worker: submit rate of the first and the last 10% and the one over the other (last/first 10%), " +
+	About: "queue the job count in the background with no worker, each job with a unique of its own (a UUID, as libgearman sends): " +
+		"submit rate of the first and the last 10% and the one over the other (last/first 10%), " +
 		"RSS when full and per job (less the RSS before the fill), then drain and RSS after",
-	Uses:  append(bgUses[:len(bgUses):len(bgUses)], "settle"),
-	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
-	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
+	Uses:  queueUses,
+	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
+	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
 	run:   runQueue,
 }
 
@@ -107,10 +113,10 @@ var bgDurable = &Scenario{
 var queue1MDurable = &Scenario{
 	Name:    "queue-1m-durable",
 	About:   "queue-1m against the durable queues (switchyard -q durable, gearmand -q libsqlite3), with a kill -9 and a restart between the fill and the drain: restart_s is how long the restarted server took to accept connections, its stored jobs back",
-	Uses:    append(bgUses[:len(bgUses):len(bgUses)], "settle"),
+	Uses:    queueUses,
 	Durable: true,
-	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
-	Quick:   Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
+	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
+	Quick:   Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
 	run:     runQueue,
 }
 
@@ -307,7 +313,7 @@ func runConns(ctx context.Context, t Target, p Params, out *record.Run) error {
 func fill(ctx context.Context, t Target, p Params, function string, ph *load.Phase, out *record.Run) (clientsResult, time.Duration) {
 	begin := time.Now()
 	cpu := startCPU(t)
-	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), InFlight: p.InFlight, Background: true}
+	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), Unique: p.Unique, InFlight: p.InFlight, Background: true}
 	res := runClients(ctx, p.Clients, client, ph)
 	took := time.Since(begin)
 	cpu.perJob(out, res.finished)
