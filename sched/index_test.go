@@ -15,7 +15,7 @@ func TestKeyIndexAgainstMap(t *testing.T) {
 	model := map[string]*Job{}
 	jobs := map[string]*Job{}
 	job := func(k string) *Job { // a job whose key is k
-		j := &Job{unique: k}
+		j := keyJob(k)
 		jobs[k] = j
 		return j
 	}
@@ -71,7 +71,7 @@ func TestKeyIndexChurn(t *testing.T) {
 			for range rng.IntN(40) {
 				k := fmt.Sprint("n", next)
 				next++
-				j := &Job{unique: k}
+				j := keyJob(k)
 				x.set(k, j)
 				model[k] = j
 				names = append(names, k)
@@ -131,13 +131,13 @@ func TestKeyIndexGrowsIncrementally(t *testing.T) {
 	var x keyIndex
 	keys := make([]*Job, 1_000_000)
 	for i := range keys {
-		keys[i] = &Job{unique: fmt.Sprint("job-", i)}
+		keys[i] = keyJob(fmt.Sprint("job-", i))
 	}
 	worst := time.Duration(0)
 	for i := 0; i < len(keys); i += 10000 {
 		start := time.Now()
 		for _, j := range keys[i : i+10000] {
-			x.set(j.unique, j)
+			x.set(j.Unique(), j)
 		}
 		worst = max(worst, time.Since(start))
 	}
@@ -145,8 +145,8 @@ func TestKeyIndexGrowsIncrementally(t *testing.T) {
 		t.Fatalf("len %d", x.len())
 	}
 	for _, j := range keys[:1000] {
-		if x.get(j.unique) != j {
-			t.Fatalf("%s lost", j.unique)
+		if x.get(j.Unique()) != j {
+			t.Fatalf("%s lost", j.Unique())
 		}
 	}
 	t.Logf("slowest 10k inserts: %v", worst) // a benchmark, not an assertion: see BenchmarkKeyIndexSet
@@ -155,11 +155,14 @@ func TestKeyIndexGrowsIncrementally(t *testing.T) {
 func BenchmarkKeyIndexSet(b *testing.B) {
 	keys := make([]*Job, b.N)
 	for i := range keys {
-		keys[i] = &Job{unique: fmt.Sprint("job-", i)}
+		keys[i] = keyJob(fmt.Sprint("job-", i))
 	}
 	var x keyIndex
 	b.ResetTimer()
 	for _, j := range keys {
-		x.set(j.unique, j)
+		x.set(j.Unique(), j)
 	}
 }
+
+// keyJob is a job whose unique is k.
+func keyJob(k string) *Job { return newJob(&SubmitReq{Unique: []byte(k)}) }
