@@ -11,14 +11,9 @@ import (
 // growth, shrinking and resizes under way.
 func TestKeyIndexAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var x keyIndex
+	f := newIndexFixture()
+	x := f.x
 	model := map[string]*Job{}
-	jobs := map[string]*Job{}
-	job := func(k string) *Job { // a job whose key is k
-		j := keyJob(k)
-		jobs[k] = j
-		return j
-	}
 	for op := 0; op < 300000; op++ {
 		// Phases that grow, then empty, then grow again.
 		span := 5000
@@ -28,12 +23,16 @@ func TestKeyIndexAgainstMap(t *testing.T) {
 		k := fmt.Sprint("k", rng.IntN(span))
 		switch r := rng.IntN(10); {
 		case r < 5:
-			j := job(k)
+			j := f.job(k)
 			x.set(k, j)
+			if old := model[k]; old != nil {
+				f.end(old) // replaced: it may end, and the index must not miss it
+			}
 			model[k] = j
 		case r < 8:
-			if model[k] != nil {
+			if j := model[k]; j != nil {
 				x.del(k)
+				f.end(j)
 				delete(model, k)
 			}
 		default:
@@ -63,7 +62,8 @@ func TestKeyIndexAgainstMap(t *testing.T) {
 func TestKeyIndexChurn(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		var x keyIndex
+		f := newIndexFixture()
+		x := f.x
 		model := map[string]*Job{}
 		var names []string
 		next := 0
@@ -71,7 +71,7 @@ func TestKeyIndexChurn(t *testing.T) {
 			for range rng.IntN(40) {
 				k := fmt.Sprint("n", next)
 				next++
-				j := keyJob(k)
+				j := f.job(k)
 				x.set(k, j)
 				model[k] = j
 				names = append(names, k)
@@ -86,6 +86,7 @@ func TestKeyIndexChurn(t *testing.T) {
 				names[i] = names[len(names)-1]
 				names = names[:len(names)-1]
 				x.del(k)
+				f.end(model[k])
 				delete(model, k)
 				x.checkRoom(t)
 			}
@@ -108,12 +109,12 @@ func (x *keyIndex) checkRoom(t *testing.T) {
 	t.Helper()
 	pending, live := 0, 0
 	for _, s := range x.old[x.moved:] {
-		if s.j != nil {
+		if s != slotEmpty && s != slotDeleted {
 			pending++
 		}
 	}
 	for _, s := range x.cur {
-		if s.j != nil {
+		if s != slotEmpty && s != slotDeleted {
 			live++
 		}
 	}
@@ -128,10 +129,11 @@ func (x *keyIndex) checkRoom(t *testing.T) {
 // No insert pays for moving the whole table: with a million keys, the
 // slowest 10k inserts cost about what the fastest do.
 func TestKeyIndexGrowsIncrementally(t *testing.T) {
-	var x keyIndex
+	f := newIndexFixture()
+	x := f.x
 	keys := make([]*Job, 1_000_000)
 	for i := range keys {
-		keys[i] = keyJob(fmt.Sprint("job-", i))
+		keys[i] = f.job(fmt.Sprint("job-", i))
 	}
 	worst := time.Duration(0)
 	for i := 0; i < len(keys); i += 10000 {
@@ -153,16 +155,41 @@ func TestKeyIndexGrowsIncrementally(t *testing.T) {
 }
 
 func BenchmarkKeyIndexSet(b *testing.B) {
+	f := newIndexFixture()
+	x := f.x
 	keys := make([]*Job, b.N)
 	for i := range keys {
-		keys[i] = keyJob(fmt.Sprint("job-", i))
+		keys[i] = f.job(fmt.Sprint("job-", i))
 	}
-	var x keyIndex
 	b.ResetTimer()
 	for _, j := range keys {
 		x.set(j.Unique(), j)
 	}
 }
 
-// keyJob is a job whose unique is k.
-func keyJob(k string) *Job { return newJob(&SubmitReq{Unique: []byte(k)}) }
+// indexFixture is a key index over a job table of its own, as a
+// function's is over its shard's.
+type indexFixture struct {
+	jobs jobTable
+	x    *keyIndex
+	seq  uint64
+}
+
+func newIndexFixture() *indexFixture {
+	f := &indexFixture{}
+	f.x = newKeyIndex(&f.jobs, 0)
+	return f
+}
+
+// job is a new job whose unique is k, in the fixture's table.
+func (f *indexFixture) job(k string) *Job {
+	f.seq++
+	j := newJob(&SubmitReq{Unique: []byte(k)})
+	j.id = f.seq
+	f.jobs.put(f.seq, j)
+	return j
+}
+
+// end takes j out of the table, as forget does once the index has let it
+// go.
+func (f *indexFixture) end(j *Job) { f.jobs.remove(j.id, f.seq) }

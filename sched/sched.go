@@ -319,10 +319,10 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 // forget removes a finished job from the shard's indexes. Caller holds sh.mu.
 func (sh *shard) forget(j *Job) {
 	sh.note(j)
-	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	if k := j.key(); k != "" && j.fn.uniqueJob(k) == j {
-		sh.forgetUnique(j.fn, k)
+		sh.forgetUnique(j.fn, k) // first: the index finds its jobs in the table
 	}
+	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	j.state = stateDone
 	if j.ext != nil {
 		for _, w := range j.ext.late {
@@ -465,10 +465,10 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
-	if key != "" {
-		sh.addUnique(f, key, j)
-	}
 	sh.jobs.put(j.id>>s.shardBits, j)
+	if key != "" {
+		sh.addUnique(f, key, j) // after: the index finds its jobs in the table
+	}
 	r.Kept = j.is(flagOwned)
 	sh.count(f, j.src, EventSubmitted)
 	if len(r.After) > 0 {
