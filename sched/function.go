@@ -87,6 +87,7 @@ func (sh *shard) forgetUnique(f *function, key string) {
 	}
 	delete(sh.keyed, f)
 	if f.peak > uniqueKeep {
+		f.unique.free()
 		f.unique, f.peak = nil, 0
 	}
 }

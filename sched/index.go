@@ -1,6 +1,10 @@
 package sched
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+
+	"switchyard/sched/internal/words"
+)
 
 // keyIndex maps a function's coalescing keys to its live jobs. It is an
 // open-addressing table that resizes incrementally, as Redis's dict does:
@@ -17,16 +21,20 @@ import "hash/maphash"
 // a slot, which the collector never scans. (A hash and a pointer were 16
 // bytes a slot: 48 MB of index, old table and new, with a million jobs
 // queued.) Moving a slot to a new table reads its job's key again for the
-// hash.
+// hash. A large table lives outside the Go heap (package words): the old
+// one's memory goes back to the kernel as soon as its move ends, where the
+// collector would keep it until its next cycle.
 type keyIndex struct {
 	jobs    *jobTable // the shard's
 	bits    uint      // the shard's: a job's sequence number is its id >> bits
 	cur     []uint64
 	old     []uint64 // being moved into cur; nil when no resize is under way
-	moved   int      // slots of old already moved
-	pending int      // keys in old, still to be moved
-	used    int      // slots of cur ever filled since it was made: live and deleted
-	live    int      // keys in cur and old
+	curMem  *words.Array
+	oldMem  *words.Array
+	moved   int // slots of old already moved
+	pending int // keys in old, still to be moved
+	used    int // slots of cur ever filled since it was made: live and deleted
+	live    int // keys in cur and old
 }
 
 // A slot is slotEmpty if never used, slotDeleted once its key is removed,
@@ -167,11 +175,19 @@ func (x *keyIndex) resize() {
 	for n < 2*(x.live+1) {
 		n *= 2
 	}
-	x.old, x.cur = x.cur, make([]uint64, n)
+	mem := words.Make(n)
+	x.old, x.oldMem, x.cur, x.curMem = x.cur, x.curMem, mem.W, mem
 	x.moved, x.used, x.pending = 0, 0, x.live
 	if len(x.old) == 0 {
-		x.old = nil
+		x.old, x.oldMem = nil, nil
 	}
+}
+
+// free gives the index's tables back; it must not be used again.
+func (x *keyIndex) free() {
+	x.curMem.Free()
+	x.oldMem.Free()
+	*x = keyIndex{}
 }
 
 // step moves a few slots of old into cur.
@@ -183,7 +199,8 @@ func (x *keyIndex) step() {
 			x.pending--
 		}
 		if x.moved++; x.moved == len(x.old) {
-			x.old, x.moved = nil, 0
+			x.oldMem.Free()
+			x.old, x.oldMem, x.moved = nil, nil, 0
 		}
 	}
 }

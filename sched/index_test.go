@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"switchyard/sched/internal/words"
 )
 
 // The index against a Go map: random sets, overwrites and deletes through
@@ -193,3 +195,32 @@ func (f *indexFixture) job(k string) *Job {
 // end takes j out of the table, as forget does once the index has let it
 // go.
 func (f *indexFixture) end(j *Job) { f.jobs.remove(j.id, f.seq) }
+
+// A table whose move has ended is given back at once, and so is every
+// table of an index dropped (see forgetUnique): the large ones are mapped
+// outside the Go heap, where nothing would free them later.
+func TestKeyIndexFreesItsTables(t *testing.T) {
+	f := newIndexFixture()
+	x := f.x
+	var tables []*words.Array
+	for i := range 50_000 {
+		x.set(fmt.Sprint("k", i), f.job(fmt.Sprint("k", i)))
+		if len(tables) == 0 || tables[len(tables)-1] != x.curMem {
+			tables = append(tables, x.curMem)
+		}
+		for _, m := range tables[:len(tables)-1] {
+			if m.W != nil && m != x.oldMem {
+				t.Fatalf("after %d keys: a table of %d slots neither in use nor freed", i+1, len(m.W))
+			}
+		}
+	}
+	if len(tables) < 10 || len(x.cur) < words.Min {
+		t.Fatalf("%d tables, the last of %d slots: no mapped one", len(tables), len(x.cur))
+	}
+	x.free()
+	for _, m := range tables {
+		if m.W != nil {
+			t.Fatalf("a table of %d slots left after free", len(m.W))
+		}
+	}
+}
