@@ -40,12 +40,18 @@ const (
 // timer, a status, when an attempt began, the attributes a submit or a
 // requeue may set) is in ext.
 type Job struct {
+	// Set at submit and changed only by a replace of a waiting job: a
+	// frontend holding the job reads them without a lock.
 	id uint64
 	fn *function
 	// The payload's first byte; plen is its length. One the frontend gave
 	// away (flagOwned) is ext.held as well, whose capacity the frontend
 	// gets back; one of 4 GiB or more is ext.held, with plen bigPayload.
 	pdata *byte
+	plen  uint32
+	ulen  uint16   // the unique's length: its bytes follow the Job (see Unique), or, uniqueInExt, ext.unique holds it
+	prio  Priority // the queue it waits in
+	attrs jobAttrs
 
 	// Mutable state, guarded by the job's shard lock.
 	worker *Worker
@@ -57,15 +63,10 @@ type Job struct {
 	listeners  *attach // doubly linked list of attached clients; nil: none
 	ext        *jobExt // made on first use: most jobs need none of it
 	stamp      int64   // with Config.Latency: when it entered its queue, or, running, when its attempt began (see latency); else 0
-	plen       uint32
-	retries    uint32
-
-	ulen       uint16   // the unique's length: its bytes follow the Job (see Unique), or, uniqueInExt, ext.unique holds it
-	prio       Priority // set at submit, changed only by a replace (of a waiting job)
-	attrs      jobAttrs // likewise, so that a frontend may read them without a lock
-	src        Source   // the submitting client's, see Client.SetSource
-	state      jobState // mutable, as are the fields after it: shard lock
-	background bool     // runs with no listener (a background submit made or joined it)
+	retries    uint32  // attempts lost (see Config.JobRetries)
+	src        Source  // the submitting client's, see Client.SetSource
+	state      jobState
+	background bool // runs with no listener (a background submit made or joined it)
 	flags      jobFlags
 }
 
