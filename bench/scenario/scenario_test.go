@@ -265,7 +265,7 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 		{fg, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond}, false}, // pipelined worker
 		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}, false},
 		{conns10K, Params{Conns: 50, Clients: 1, Workers: 1, InFlight: 2, Grab: 1, Payload: 64, Duration: 300 * time.Millisecond}, false},
-		{queue1M, Params{Clients: 2, InFlight: 8, Payload: 64, Jobs: 3000, Workers: 2, Grab: 1, Timeout: time.Minute, Settle: 10 * time.Millisecond}, false},
+		{queue1M, Params{Clients: 2, InFlight: 8, Payload: 64, Unique: load.UUIDLen, Jobs: 3000, Workers: 2, Grab: 1, Timeout: time.Minute, Settle: 10 * time.Millisecond}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario.Name, func(t *testing.T) {
