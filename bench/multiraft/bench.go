@@ -28,6 +28,7 @@ type benchOptions struct {
 	clients  int
 	inflight int
 	entries  int // entries in flight per group
+	replicas int
 	payload  int
 	rounds   int
 	keep     bool
@@ -47,6 +48,7 @@ func runBench(args []string) error {
 	fs.IntVar(&o.inflight, "inflight", 128, "submits each connection keeps outstanding")
 	fs.IntVar(&o.entries, "entry-inflight", 1, "entries in flight per group (sched/replicated: 1)")
 	fs.IntVar(&o.payload, "payload", 64, "payload bytes")
+	fs.IntVar(&o.replicas, "replicas", 3, "nodes holding each group, its leader among them (0: all)")
 	fs.IntVar(&o.rounds, "rounds", 1, "rounds, each running every configuration once")
 	fs.BoolVar(&o.keep, "keep", false, "keep going after a configuration fails")
 	fs.StringVar(&o.profiles, "profiles", "", "directory for each node's CPU profile of the measured time (ENGINE-NODES-ID.pprof)")
@@ -65,8 +67,8 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("# %d groups, quota %.2f CPU a node, %d clients x %d in flight a node, %d-byte payloads, %v measured after %v\n",
-		o.groups, o.quota, o.clients, o.inflight, o.payload, o.measure, o.warmup)
+	fmt.Printf("# %d groups of %d replicas, quota %.2f CPU a node, %d clients x %d in flight a node, %d-byte payloads, %v measured after %v\n",
+		o.groups, o.replicas, o.quota, o.clients, o.inflight, o.payload, o.measure, o.warmup)
 	fmt.Printf("%-5s %-12s %5s %8s %6s %7s %7s %7s %6s  %s\n", "round", "engine", "nodes", "jobs/s", "xsingle", "µs/job", "jobs/e", "syncs/s", "idle", "per node: µs/job, CPU used, throttled")
 	for round := 1; round <= o.rounds; round++ {
 		var base float64
@@ -146,7 +148,7 @@ func benchOne(self string, o benchOptions, eng string, n int) (res benchResult, 
 	pid := os.Getpid()
 	for i := 1; i <= n; i++ {
 		args := []string{"node", "-engine", eng, "-id", strconv.Itoa(i), "-groups", strconv.Itoa(o.groups),
-			"-inflight", strconv.Itoa(o.entries), "-dir", filepath.Join(dir, strconv.Itoa(i))}
+			"-inflight", strconv.Itoa(o.entries), "-replicas", strconv.Itoa(o.replicas), "-dir", filepath.Join(dir, strconv.Itoa(i))}
 		if o.profiles != "" {
 			args = append(args, "-cpuprofile", filepath.Join(o.profiles, fmt.Sprintf("%s-%d-%d.pprof", eng, n, i)))
 		}

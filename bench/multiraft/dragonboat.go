@@ -61,12 +61,16 @@ func newDragonboatEngine(n *node, raftAddr string, peers []string, dir string) (
 		return nil, err
 	}
 	e := &dragonboatEngine{n: n, nh: nh, peers: len(peers), stop: make(chan struct{})}
-	members := make(map[uint64]string)
-	for i, a := range peers {
-		members[uint64(i+1)] = a
-	}
 	for g := range n.groups {
 		cid := uint64(g + 1)
+		if !n.member(g) {
+			e.sessions = append(e.sessions, nil)
+			continue
+		}
+		members := make(map[uint64]string)
+		for _, id := range n.members(g) {
+			members[id] = peers[id-1]
+		}
 		cfg := config.Config{NodeID: uint64(n.id), ClusterID: cid, ElectionRTT: 500 / dragonboatRTT, HeartbeatRTT: 50 / dragonboatRTT, CheckQuorum: true,
 			// No snapshots, in any engine of the prototype.
 			SnapshotEntries: 0}
@@ -83,6 +87,9 @@ func newDragonboatEngine(n *node, raftAddr string, peers []string, dir string) (
 }
 
 func (e *dragonboatEngine) leads(g int) bool {
+	if e.sessions[g] == nil {
+		return false
+	}
 	id, ok, err := e.nh.GetLeaderID(uint64(g + 1))
 	return err == nil && ok && id == uint64(e.n.id)
 }

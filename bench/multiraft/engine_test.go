@@ -13,18 +13,22 @@ import (
 	"time"
 )
 
-// TestEngines runs each engine as a cluster of three nodes in this
-// process, over loopback, with four groups: once each group's leader is
-// the node placement wants, every job submitted to a leader is
-// acknowledged, and every node's state holds every job, each in its
-// group.
+// TestEngines runs each engine as a cluster in this process, over
+// loopback, with four groups of three replicas: once each group's leader
+// is the node placement wants, every job submitted to a leader is
+// acknowledged, and every node that holds a group has every job of it,
+// and the others none.
 func TestEngines(t *testing.T) {
-	for _, eng := range []string{engSingle, engEtcd, engHraft, engHraftOne, engDragonboat} {
-		t.Run(eng, func(t *testing.T) {
-			size := 3
-			if eng == engSingle {
-				size = 1
-			}
+	for _, tt := range []struct {
+		eng  string
+		size int
+	}{
+		{engSingle, 1},
+		{engEtcd, 3}, {engHraft, 3}, {engHraftOne, 3}, {engDragonboat, 3},
+		{engEtcd, 4}, {engHraftOne, 4}, {engDragonboat, 4},
+	} {
+		eng, size := tt.eng, tt.size
+		t.Run(fmt.Sprintf("%s/%d", eng, size), func(t *testing.T) {
 			nodes := startCluster(t, eng, size, 4)
 			const perGroup = 300
 			var acked atomic.Int64
@@ -52,11 +56,15 @@ func TestEngines(t *testing.T) {
 			deadline := time.Now().Add(20 * time.Second)
 			for _, tn := range nodes {
 				for g := range 4 {
-					for tn.n.fsms[g].len() != perGroup && time.Now().Before(deadline) {
+					want := 0
+					if tn.n.member(g) {
+						want = perGroup
+					}
+					for tn.n.fsms[g].len() != want && time.Now().Before(deadline) {
 						time.Sleep(10 * time.Millisecond) // polling another goroutine's progress, bounded
 					}
-					if got := tn.n.fsms[g].len(); got != perGroup {
-						t.Errorf("node %d group %d holds %d jobs, want %d", tn.n.id, g, got, perGroup)
+					if got := tn.n.fsms[g].len(); got != want {
+						t.Errorf("node %d group %d holds %d jobs, want %d", tn.n.id, g, got, want)
 					}
 				}
 			}
@@ -79,7 +87,7 @@ func startCluster(t *testing.T, eng string, size, groups int) []*testNode {
 	for i := range size {
 		if eng == engDragonboat {
 			// dragonboat cannot take port 0: an address of this test's own.
-			peers = append(peers, fmt.Sprintf("127.92.%d.%d:%d", os.Getpid()%250, i+1, 20000+os.Getpid()%20000))
+			peers = append(peers, fmt.Sprintf("127.92.%d.%d:%d", os.Getpid()%250, 10*size+i+1, 20000+os.Getpid()%20000))
 			peerLs = append(peerLs, nil)
 			continue
 		}
@@ -95,7 +103,7 @@ func startCluster(t *testing.T, eng string, size, groups int) []*testNode {
 	errs := make([]error, size)
 	var wg sync.WaitGroup
 	for i := range size {
-		n := newNode(byte(i+1), groups, 1)
+		n := newNode(byte(i+1), groups, 1, size, 3)
 		nodes[i] = &testNode{n: n}
 		d := filepath.Join(dir, fmt.Sprint(i+1))
 		wg.Add(1)

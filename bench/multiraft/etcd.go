@@ -63,12 +63,14 @@ func newEtcdEngine(n *node, l net.Listener, peers []string, dir string) (*etcdEn
 	if e.w, err = openWAL(dir, walSegment); err != nil {
 		return nil, err
 	}
-	var voters []uint64
-	for i := range peers {
-		voters = append(voters, uint64(i+1))
-	}
 	logger := &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)}
-	for range n.groups {
+	for g := range n.groups {
+		if !n.member(g) {
+			e.rns = append(e.rns, nil)
+			e.store = append(e.store, nil)
+			continue
+		}
+		voters := n.members(g)
 		st := raft.NewMemoryStorage()
 		// Every group starts from the same empty snapshot naming its
 		// voters: no configuration entries to replicate.
@@ -89,17 +91,13 @@ func newEtcdEngine(n *node, l net.Listener, peers []string, dir string) (*etcdEn
 	}
 	// Each group's preferred leader stands first; placement keeps it so.
 	for g, rn := range e.rns {
-		if preferred(g, e.peers) == e.id {
+		if rn != nil && preferred(g, e.peers) == e.id {
 			rn.Campaign()
 		}
 	}
 	go e.run()
 	return e, nil
 }
-
-// preferred is the node (1..peers) that should lead group g: leaders
-// spread evenly.
-func preferred(g, peers int) uint64 { return uint64(g%peers) + 1 }
 
 func (e *etcdEngine) leads(g int) bool { return e.leader[g].Load() }
 
@@ -151,7 +149,9 @@ func (e *etcdEngine) run() {
 			return
 		case <-tick.C:
 			for _, rn := range e.rns {
-				rn.Tick()
+				if rn != nil {
+					rn.Tick()
+				}
 			}
 			if ticks++; ticks%10 == 0 {
 				e.place()
@@ -163,11 +163,13 @@ func (e *etcdEngine) run() {
 		in, e.in = e.in, in[:0]
 		e.mu.Unlock()
 		for i := range in {
-			e.rns[in[i].g].Step(in[i].m)
+			if rn := e.rns[in[i].g]; rn != nil {
+				rn.Step(in[i].m)
+			}
 			in[i] = inMsg{}
 		}
 		for i, p := range props {
-			if err := e.rns[p.g].Propose(p.data); err != nil {
+			if rn := e.rns[p.g]; rn == nil || rn.Propose(p.data) != nil {
 				e.dropped.Add(1)
 			}
 			props[i] = proposal{}
@@ -175,7 +177,7 @@ func (e *etcdEngine) run() {
 		for {
 			readies = readies[:0]
 			for g, rn := range e.rns {
-				if rn.HasReady() {
+				if rn != nil && rn.HasReady() {
 					readies = append(readies, groupReady{g, rn.Ready()})
 				}
 			}
@@ -249,7 +251,7 @@ const keepEntries = 2048
 func (e *etcdEngine) place() {
 	for g, rn := range e.rns {
 		want := preferred(g, e.peers)
-		if want == e.id || !e.leader[g].Load() {
+		if rn == nil || want == e.id || !e.leader[g].Load() {
 			continue
 		}
 		st := rn.Status()

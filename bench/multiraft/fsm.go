@@ -11,11 +11,17 @@ import "sync"
 // an append.
 type fsm struct {
 	mu     sync.Mutex
-	ids    []uint64
-	spans  []span
+	pages  [][]located // filled in turn, never grown: no copy of the index
 	chunks [][]byte
 	jobs   int
 }
+
+type located struct {
+	id uint64
+	at span
+}
+
+const pageLen = 4096
 
 type span struct {
 	chunk, off, n uint32
@@ -41,8 +47,12 @@ func (f *fsm) put(id uint64, rec []byte) {
 		last++
 	}
 	c := f.chunks[last]
-	f.ids = append(f.ids, id)
-	f.spans = append(f.spans, span{chunk: uint32(last), off: uint32(len(c)), n: uint32(len(rec))})
+	p := len(f.pages) - 1
+	if p < 0 || len(f.pages[p]) == pageLen {
+		f.pages = append(f.pages, make([]located, 0, pageLen))
+		p++
+	}
+	f.pages[p] = append(f.pages[p], located{id, span{chunk: uint32(last), off: uint32(len(c)), n: uint32(len(rec))}})
 	f.chunks[last] = append(c, rec...)
 	f.jobs++
 }
@@ -50,5 +60,5 @@ func (f *fsm) put(id uint64, rec []byte) {
 func (f *fsm) len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.ids)
+	return f.jobs
 }

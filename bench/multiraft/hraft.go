@@ -47,11 +47,9 @@ func newHraftEngine(n *node, l net.Listener, peers []string, dir string, shared 
 	if e.mux, err = newMuxNet(int(n.id), l, peers, n.groups); err != nil {
 		return nil, err
 	}
-	var conf raft.Configuration
 	for i, a := range peers {
 		e.ids = append(e.ids, raft.ServerID(strconv.Itoa(i+1)))
 		e.addrs = append(e.addrs, raft.ServerAddress(a))
-		conf.Servers = append(conf.Servers, raft.Server{ID: e.ids[i], Address: e.addrs[i]})
 	}
 	var one *wal
 	if shared {
@@ -62,6 +60,14 @@ func newHraftEngine(n *node, l net.Listener, peers []string, dir string, shared 
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Error})
 	for g := range n.groups {
+		if !n.member(g) {
+			e.rafts = append(e.rafts, nil)
+			continue
+		}
+		var conf raft.Configuration
+		for _, id := range n.members(g) {
+			conf.Servers = append(conf.Servers, raft.Server{ID: e.ids[id-1], Address: e.addrs[id-1]})
+		}
 		w := one
 		if !shared {
 			if w, err = openWAL(filepath.Join(dir, fmt.Sprintf("log%02d", g)), walSegment/4); err != nil {
@@ -104,7 +110,9 @@ func newHraftEngine(n *node, l net.Listener, peers []string, dir string, shared 
 	return e, nil
 }
 
-func (e *hraftEngine) leads(g int) bool { return e.rafts[g].State() == raft.Leader }
+func (e *hraftEngine) leads(g int) bool {
+	return e.rafts[g] != nil && e.rafts[g].State() == raft.Leader
+}
 
 // propose hands the entry to Raft; the answer is the apply, on this node.
 func (e *hraftEngine) propose(g int, data []byte) { e.rafts[g].Apply(data, 0) }
@@ -122,7 +130,7 @@ func (e *hraftEngine) place() {
 		}
 		for g, r := range e.rafts {
 			want := preferred(g, len(e.ids)) - 1
-			if r.State() == raft.Leader && int(want) != int(e.n.id)-1 {
+			if r != nil && r.State() == raft.Leader && int(want) != int(e.n.id)-1 {
 				r.LeadershipTransferToServer(e.ids[want], e.addrs[want])
 			}
 		}
@@ -133,7 +141,9 @@ func (e *hraftEngine) close() {
 	close(e.stop)
 	e.done.Wait()
 	for _, r := range e.rafts {
-		r.Shutdown().Error()
+		if r != nil {
+			r.Shutdown().Error()
+		}
 	}
 	e.mux.close()
 	for _, w := range e.wals {

@@ -62,6 +62,7 @@ func runNode(args []string) error {
 	id := fs.Int("id", 1, "this node's id, 1..n")
 	groups := fs.Int("groups", 12, "Raft groups")
 	inflight := fs.Int("inflight", 1, "entries in flight per group")
+	replicas := fs.Int("replicas", 3, "nodes holding each group (0: all)")
 	dir := fs.String("dir", "", "data directory")
 	raftAddr := fs.String("raft-addr", "", "dragonboat: its Raft address (it cannot take port 0)")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the node to this file, from the client request that starts it ('P') to the one that stops it ('Q')")
@@ -93,7 +94,7 @@ func runNode(args []string) error {
 		return fmt.Errorf("want a peers line, got %q", in.Text())
 	}
 	peers := strings.Split(list, ",")
-	n := newNode(byte(*id), *groups, *inflight)
+	n := newNode(byte(*id), *groups, *inflight, len(peers), *replicas)
 	n.profile = *profile
 	var e engine
 	var wals []*wal

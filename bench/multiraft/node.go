@@ -29,6 +29,8 @@ type engine interface {
 type node struct {
 	id       byte // 1..n; 0 never proposes
 	groups   int
+	size     int // nodes in the cluster
+	replicas int // nodes holding each group
 	inflight int // entries in flight per group
 	funcs    []string
 	fsms     []*fsm
@@ -39,14 +41,42 @@ type node struct {
 	counters
 }
 
-func newNode(id byte, groups, inflight int) *node {
-	n := &node{id: id, groups: groups, inflight: max(inflight, 1)}
+func newNode(id byte, groups, inflight, size, replicas int) *node {
+	if replicas <= 0 || replicas > size {
+		replicas = size
+	}
+	n := &node{id: id, groups: groups, inflight: max(inflight, 1), size: size, replicas: replicas}
 	for g := range groups {
 		n.funcs = append(n.funcs, fmt.Sprintf("bench-%02d", g))
 		n.fsms = append(n.fsms, newFSM())
 		n.batch = append(n.batch, &batcher{n: n, g: g, waiting: make(map[uint64][]ack)})
 	}
 	return n
+}
+
+// preferred is the node (1..size) that should lead group g: leaders
+// spread evenly.
+func preferred(g, size int) uint64 { return uint64(g%size) + 1 }
+
+// members are the nodes (1..size) holding group g: its preferred leader
+// and the replicas-1 nodes after it, so that each node holds as many
+// groups as any other.
+func (n *node) members(g int) []uint64 {
+	var m []uint64
+	for k := range n.replicas {
+		m = append(m, uint64((g+k)%n.size)+1)
+	}
+	return m
+}
+
+// member says whether this node holds group g.
+func (n *node) member(g int) bool {
+	for _, id := range n.members(g) {
+		if id == uint64(n.id) {
+			return true
+		}
+	}
+	return false
 }
 
 // apply is every engine's apply of a committed entry of group g. The
