@@ -187,7 +187,7 @@ func (s *server) lead() (*nodeRole, error) {
 	if err := n.Barrier(barrierTimeout); err != nil {
 		return nil, fmt.Errorf("wait for the log: %w", err)
 	}
-	store := replicated.New(n.Raft(), n.FSM())
+	store := replicated.New(context.Background(), n.Raft(), n.FSM(), replicated.Options{Term: n.Raft().CurrentTerm()})
 	cfg := s.schedConfig()
 	cfg.Store = store
 	t := s.newTerm(cfg)

@@ -33,7 +33,7 @@ func (n *Node) Publish(info LeaderInfo) error {
 	if err != nil {
 		return err
 	}
-	f := n.raft.Apply(replicated.MetaEntry(leaderKey, b), 10*time.Second)
+	f := n.raft.Apply(replicated.MetaEntry(info.Term, leaderKey, b), 10*time.Second)
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("cluster: publish the leader's addresses: %w", err)
 	}

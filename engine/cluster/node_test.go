@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -56,7 +57,7 @@ func waitLeader(tb testing.TB, n *Node) {
 
 func TestThreeNodesCommit(t *testing.T) {
 	nodes := startThree(t)
-	s := replicated.New(nodes[0].Raft(), nodes[0].FSM())
+	s := replicated.New(context.Background(), nodes[0].Raft(), nodes[0].FSM(), replicated.Options{Term: nodes[0].Raft().CurrentTerm()})
 	defer s.Close()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -89,7 +90,7 @@ func TestThreeNodesCommit(t *testing.T) {
 func BenchmarkReplicatedPut(b *testing.B) {
 	const inflight = 256
 	nodes := startThree(b)
-	s := replicated.New(nodes[0].Raft(), nodes[0].FSM())
+	s := replicated.New(context.Background(), nodes[0].Raft(), nodes[0].FSM(), replicated.Options{Term: nodes[0].Raft().CurrentTerm()})
 	defer s.Close()
 	rec := make([]byte, 64)
 	slots := make(chan struct{}, inflight)
@@ -150,7 +151,7 @@ func TestTimings(t *testing.T) {
 		return out
 	}
 	before := counts()
-	s := replicated.New(nodes[0].Raft(), nodes[0].FSM())
+	s := replicated.New(context.Background(), nodes[0].Raft(), nodes[0].FSM(), replicated.Options{Term: nodes[0].Raft().CurrentTerm()})
 	defer s.Close()
 	for i := range 20 { // one at a time: 20 entries, 20 commits
 		done := make(chan error, 1)

@@ -1,8 +1,11 @@
 package replicated
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +26,8 @@ type testNode struct {
 	snaps raft.SnapshotStore
 	raft  *raft.Raft
 	dir   string
+	// logOpts open its log (faults injected).
+	logOpts LogOptions
 }
 
 type testCluster struct {
@@ -43,12 +48,15 @@ func testConfig(id raft.ServerID) *raft.Config {
 	return c
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t *testing.T, n int, opts ...LogOptions) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	var servers []raft.Server
 	for i := range n {
 		nd := &testNode{id: raft.ServerID(fmt.Sprintf("n%d", i+1)), dir: t.TempDir()}
+		if i < len(opts) {
+			nd.logOpts = opts[i]
+		}
 		nd.addr, nd.trans = raft.NewInmemTransport("")
 		servers = append(servers, raft.Server{ID: nd.id, Address: nd.addr})
 		c.nodes = append(c.nodes, nd)
@@ -80,7 +88,7 @@ func (c *testCluster) start(nd *testNode, conf raft.Configuration) {
 	t := c.t
 	t.Helper()
 	var err error
-	if nd.logs, err = OpenLogStore(nd.dir + "/log"); err != nil {
+	if nd.logs, err = OpenLogStoreWith(nd.dir+"/log", nd.logOpts); err != nil {
 		t.Fatal(err)
 	}
 	if nd.snaps, err = raft.NewFileSnapshotStoreWithLogger(nd.dir, 2, hclog.NewNullLogger()); err != nil {
@@ -153,6 +161,11 @@ func (c *testCluster) waitApplied(index uint64) {
 	}
 }
 
+// newStore is a store of nd's current term, as a leader makes one.
+func newStore(nd *testNode) *Store {
+	return New(context.Background(), nd.raft, nd.fsm, Options{Term: nd.raft.CurrentTerm()})
+}
+
 // putAll writes n records through s, concurrently, and returns the ids
 // acknowledged and those refused.
 func putAll(s *Store, from, n int) (acked, refused []uint64) {
@@ -181,7 +194,7 @@ func putAll(s *Store, from, n int) (acked, refused []uint64) {
 func TestStoreReplicates(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
-	s := New(l.raft, l.fsm)
+	s := newStore(l)
 	if s.maxLinger != maxLinger {
 		t.Fatalf("the writer lingers %v at most, want %v", s.maxLinger, maxLinger)
 	}
@@ -222,7 +235,7 @@ func TestStoreReplicates(t *testing.T) {
 func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 	c := newTestCluster(t, 3)
 	old := c.leader()
-	s := New(old.raft, old.fsm)
+	s := newStore(old)
 	acked, _ := putAll(s, 1, 100)
 	if len(acked) != 100 {
 		t.Fatalf("%d of 100 acknowledged before the partition", len(acked))
@@ -246,7 +259,7 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 	if err := nl.raft.Barrier(5 * time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
-	ns := New(nl.raft, nl.fsm)
+	ns := newStore(nl)
 	more, _ := putAll(ns, 2000, 100)
 	if len(more) != 100 {
 		t.Fatalf("the new leader acknowledged %d of 100", len(more))
@@ -269,6 +282,117 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 	}
 }
 
+// A leader that loses the lead and wins it back, its store of the first
+// term still open (its role machine did not look in between): that
+// store's writes are refused on every node, and none overwrites the record
+// the interim leader wrote under the same id, which the first term's
+// scheduler could hand out again.
+func TestStaleTermStoreRefused(t *testing.T) {
+	c := newTestCluster(t, 3)
+	a := c.leader()
+	old := newStore(a)
+	defer old.Close()
+	if acked, _ := putAll(old, 1, 10); len(acked) != 10 {
+		t.Fatalf("%d of 10 acknowledged", len(acked))
+	}
+	c.isolate(a)
+	var rest []*testNode
+	for _, nd := range c.nodes {
+		if nd != a {
+			rest = append(rest, nd)
+		}
+	}
+	b := c.leader(rest...)
+	if err := b.raft.Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	interim := newStore(b)
+	done := make(chan error, 1)
+	interim.Put(11, rec("f", "interim", "interim's job 11"), func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	interim.Close()
+	c.heal()
+	c.waitApplied(b.fsm.Applied())
+	// a takes the lead back, in a later term than its store's.
+	if err := b.raft.LeadershipTransferToServer(a.id, a.addr).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if c.leader(a) != a || a.raft.CurrentTerm() <= old.Term() {
+		t.Fatalf("%s leads in term %d, its old store's is %d", a.id, a.raft.CurrentTerm(), old.Term())
+	}
+	old.Put(11, rec("f", "stale", "the old term's job 11"), func(err error) { done <- err })
+	if err := <-done; !errors.Is(err, ErrStaleTerm) {
+		t.Fatalf("a put through the old term's store: %v, want %v", err, ErrStaleTerm)
+	}
+	// A store of a's new term writes.
+	cur := newStore(a)
+	defer cur.Close()
+	cur.Put(12, rec("f", "new", "the new term's job 12"), func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.waitApplied(a.fsm.Applied())
+	for _, nd := range c.nodes {
+		got := loaded(t, nd.fsm)
+		if got[11] != "f/interim=interim's job 11" || got[12] != "f/new=the new term's job 12" || len(got) != 12 {
+			t.Errorf("%s holds %d jobs; 11: %q, 12: %q", nd.id, len(got), got[11], got[12])
+		}
+	}
+}
+
+// A leader whose log fails a sync acknowledges nothing more: the writes
+// of the entry fail, it steps down, and its log takes no entry after,
+// although its disk syncs again; the other two go on without it.
+func TestFailedSyncStopsAcknowledging(t *testing.T) {
+	var fss [3]faultFS
+	var opts []LogOptions
+	for i := range fss {
+		opts = append(opts, LogOptions{OpenFile: fss[i].OpenFile})
+	}
+	c := newTestCluster(t, 3, opts...)
+	l := c.leader()
+	fs := &fss[slices.IndexFunc(c.nodes, func(nd *testNode) bool { return nd == l })]
+	s := newStore(l)
+	defer s.Close()
+	if acked, _ := putAll(s, 1, 10); len(acked) != 10 {
+		t.Fatalf("%d of 10 acknowledged", len(acked))
+	}
+	fs.arm(&fs.failSync, 1)
+	if acked, refused := putAll(s, 100, 10); len(acked) != 0 || len(refused) != 10 {
+		t.Fatalf("after the failed sync: %d acknowledged, %d refused", len(acked), len(refused))
+	}
+	if err := l.logs.Failed(); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("the leader's log after the failed sync: %v", err)
+	}
+	last, _ := l.logs.LastIndex()
+	var rest []*testNode
+	for _, nd := range c.nodes {
+		if nd != l {
+			rest = append(rest, nd)
+		}
+	}
+	nl := c.leader(rest...)
+	if err := nl.raft.Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	ns := newStore(nl)
+	defer ns.Close()
+	if acked, _ := putAll(ns, 200, 10); len(acked) != 10 {
+		t.Fatalf("the new leader acknowledged %d of 10", len(acked))
+	}
+	if st := l.raft.State(); st == raft.Leader {
+		t.Errorf("the node whose sync failed is %v", st)
+	}
+	if now, _ := l.logs.LastIndex(); now != last {
+		t.Errorf("the failed log went from %d to %d", last, now)
+	}
+	if acked, _ := putAll(s, 300, 5); len(acked) != 0 {
+		t.Errorf("the failed node's store acknowledged %d", len(acked))
+	}
+}
+
 // A node that was down while the log was compacted catches up from a
 // snapshot, and so does one that lost its data directory.
 func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
@@ -283,7 +407,7 @@ func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
 		}
 	}
 	c.isolate(lagging)
-	s := New(l.raft, l.fsm)
+	s := newStore(l)
 	if acked, _ := putAll(s, 1, 500); len(acked) != 500 {
 		t.Fatalf("%d of 500 acknowledged", len(acked))
 	}
@@ -320,7 +444,7 @@ func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
 func TestRestartedNodeKnowsMembers(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
-	s := New(l.raft, l.fsm)
+	s := newStore(l)
 	if acked, _ := putAll(s, 1, 10); len(acked) != 10 {
 		t.Fatalf("%d of 10 acknowledged", len(acked))
 	}
