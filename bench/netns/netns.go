@@ -13,7 +13,8 @@
 // id, and Close removes them all; New also removes those a process with
 // the same prefix left behind when it died.
 //
-// It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip(8) and iptables(8).
+// It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip(8), iptables(8) and
+// iptables-restore(8).
 package netns
 
 import (
@@ -58,8 +59,10 @@ type NS struct {
 // inside the namespaces a Net creates.
 const Subnet = "10.77.0.0/24"
 
-// cutChain is the iptables chain of a member's cuts, jumped to from INPUT
-// and OUTPUT: Heal flushes it.
+// cutChain is the iptables chain of a member's cuts, jumped to from INPUT:
+// Heal flushes it. A cut drops packets where they arrive, so that the
+// sender sees what a cable pulled or a host frozen gives it, no answer
+// (dropped as they leave, a connect(2) would fail at once with EPERM).
 const cutChain = "NETNS-CUTS"
 
 // maxIfName is the kernel's limit on an interface's name (IFNAMSIZ - 1).
@@ -73,7 +76,7 @@ func Available() error {
 	if os.Geteuid() != 0 {
 		return errors.New("netns: needs root")
 	}
-	for _, tool := range []string{"ip", "iptables"} {
+	for _, tool := range []string{"ip", "iptables", "iptables-restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("netns: %w", err)
 		}
@@ -146,7 +149,6 @@ func (n *Net) Add(name string) (*NS, error) {
 	for _, args := range [][]string{
 		{"-N", cutChain},
 		{"-A", "INPUT", "-j", cutChain},
-		{"-A", "OUTPUT", "-j", cutChain},
 	} {
 		if err := ns.iptables(args...); err != nil {
 			return nil, err
@@ -164,16 +166,20 @@ func (n *Net) Members() []*NS {
 
 // Partition cuts every member of each group off from every member of the
 // others, both ways. A member in no group keeps reaching every one (the
-// clients of a cluster cut in two). The cuts add to those in place.
+// clients of a cluster cut in two). The cuts add to those in place. Each
+// member's rules go in at once, the first group's first: a group of one
+// hears from none of the others from one step on.
 func (n *Net) Partition(groups ...[]*NS) error {
 	for i, g := range groups {
-		for _, h := range groups[i+1:] {
-			for _, a := range g {
-				for _, b := range h {
-					if err := errors.Join(a.drop(b, 0), b.drop(a, 0)); err != nil {
-						return err
-					}
+		for _, a := range g {
+			var others []*NS
+			for j, h := range groups {
+				if j != i {
+					others = append(others, h...)
 				}
+			}
+			if err := a.drop(others, 0); err != nil {
+				return err
 			}
 		}
 	}
@@ -182,7 +188,7 @@ func (n *Net) Partition(groups ...[]*NS) error {
 
 // OneWay drops what a sends to b; what b sends to a passes. (A TCP
 // connection needs both ways: neither side can open one.)
-func (n *Net) OneWay(a, b *NS) error { return a.drop(b, 0) }
+func (n *Net) OneWay(a, b *NS) error { return b.drop([]*NS{a}, 0) }
 
 // Loss drops each packet between a and b, either way, with probability
 // p (0 < p < 1).
@@ -190,7 +196,7 @@ func (n *Net) Loss(a, b *NS, p float64) error {
 	if p <= 0 || p >= 1 {
 		return fmt.Errorf("netns: loss probability %v: want 0 < p < 1", p)
 	}
-	return errors.Join(a.drop(b, p), b.drop(a, p))
+	return errors.Join(b.drop([]*NS{a}, p), a.drop([]*NS{b}, p))
 }
 
 // Heal removes every cut.
@@ -220,15 +226,28 @@ func (n *Net) Close() error {
 	return errors.Join(errs...)
 }
 
-// drop adds a rule to ns's chain dropping what it sends to to (with
-// probability p, if p > 0); ns's INPUT from to is left alone, so that a
-// one-way cut is one rule.
-func (ns *NS) drop(to *NS, p float64) error {
-	args := []string{"-A", cutChain, "-d", to.IP}
-	if p > 0 {
-		args = append(args, "-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', -1, 64))
+// drop adds rules to ns's chain, in one step (iptables-restore), dropping
+// what arrives from each of from (with probability p, if p > 0).
+func (ns *NS) drop(from []*NS, p float64) error {
+	if len(from) == 0 {
+		return nil
 	}
-	return ns.iptables(append(args, "-j", "DROP")...)
+	var rules strings.Builder
+	rules.WriteString("*filter\n")
+	for _, f := range from {
+		fmt.Fprintf(&rules, "-A %s -s %s", cutChain, f.IP)
+		if p > 0 {
+			fmt.Fprintf(&rules, " -m statistic --mode random --probability %s", strconv.FormatFloat(p, 'f', -1, 64))
+		}
+		rules.WriteString(" -j DROP\n")
+	}
+	rules.WriteString("COMMIT\n")
+	cmd := exec.Command("ip", "netns", "exec", ns.Namespace, "iptables-restore", "-w", "--noflush")
+	cmd.Stdin = strings.NewReader(rules.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("netns: iptables-restore in %s: %w: %s", ns.Namespace, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func (ns *NS) iptables(args ...string) error {

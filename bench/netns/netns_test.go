@@ -76,8 +76,10 @@ func echo(t *testing.T, ns *NS) string {
 }
 
 // reaches says whether a TCP connection from a to addr is answered: it
-// waits up to waitLimit when want says it should be, lost otherwise.
-func reaches(a *NS, addr string, want bool) (bool, string) {
+// waits up to waitLimit when want says it should be, lost otherwise. A
+// connection across a cut must get no answer at all (as across a cable
+// pulled), not a refusal: blackHole says whether it timed out.
+func reaches(a *NS, addr string, want bool) (ok, blackHole bool, note string) {
 	limit := lost
 	if want {
 		limit = waitLimit
@@ -86,15 +88,16 @@ func reaches(a *NS, addr string, want bool) (bool, string) {
 	defer cancel()
 	c, err := a.Dial(ctx, "tcp", addr)
 	if err != nil {
-		return false, err.Error()
+		var ne net.Error
+		return false, errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout(), err.Error()
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(limit))
 	b, err := io.ReadAll(c)
-	return err == nil && len(b) > 0, string(b)
+	return err == nil && len(b) > 0, false, string(b)
 }
 
-// matrix checks which member reaches which: want[i][j] for members[i]
+// matrix checks which member reaches which: want(i, j) for members[i]
 // dialling members[j].
 func matrix(t *testing.T, members []*NS, addrs []string, want func(i, j int) bool) {
 	t.Helper()
@@ -104,8 +107,12 @@ func matrix(t *testing.T, members []*NS, addrs []string, want func(i, j int) boo
 				continue
 			}
 			w := want(i, j)
-			if got, note := reaches(a, addrs[j], w); got != w {
+			got, hole, note := reaches(a, addrs[j], w)
+			if got != w {
 				t.Errorf("%s -> %s: reached %v, want %v (%s)", a.Name, members[j].Name, got, w, note)
+			}
+			if !w && !hole {
+				t.Errorf("%s -> %s: the cut answered: %s", a.Name, members[j].Name, note)
 			}
 		}
 	}

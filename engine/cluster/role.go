@@ -98,6 +98,7 @@ type Roles struct {
 	waiting     bool // a retry is due: no role starts before it
 	retry       *time.Timer
 	steppedDown uint64 // the term a failed log last stepped down in
+	elected     uint64 // the last term this node was seen to lead
 
 	mu    sync.Mutex // guards state, for Health
 	state roleState
@@ -277,6 +278,12 @@ func (m *Roles) loop() {
 // step brings what runs in line with the node's role.
 func (m *Roles) step() {
 	term, leading := m.look()
+	if leading && term != m.elected {
+		// Before anything stops or starts: the moment Raft made it the
+		// leader, give or take a look.
+		m.elected = term
+		m.notice("elected", zap.Uint64("term", term))
+	}
 	m.stepDownIfFailed()
 	if s := m.starting; s != nil {
 		if !leading || term != s.term {
