@@ -1,10 +1,11 @@
 // Package cluster runs a switchyard node of a Raft cluster: hashicorp/raft
 // over TCP between the nodes, the replicated job store's state
 // (sched/replicated), membership changes, and the figures an operator
-// reads (role, term, indexes, each follower's lag). Which node leads
-// decides what the process runs; cmd/switchyard acts on the changes
-// (Changes): the leader runs the scheduler and every frontend, the others
-// relay their clients' connections to it (Relay).
+// reads (role, term, indexes, each follower's lag). Which node leads, and
+// in which term, decides what the process runs: the role machine (Roles)
+// has the leader of a term run the scheduler and every frontend, which a
+// Runner (cmd/switchyard's) starts, and the others relay their clients'
+// connections to it (Relay).
 package cluster
 
 import (

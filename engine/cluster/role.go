@@ -476,7 +476,9 @@ func (m *Roles) stopRole() {
 	m.setState(func(st *roleState) { st.leading, st.term, st.relays = false, 0, nil })
 	if r.leading != nil {
 		r.leading.Stop()
-		r.store.Close()
+		if err := r.store.Close(); err != nil {
+			m.log.Warn("cluster: the term's store closed", zap.Uint64("term", r.term), zap.Error(err))
+		}
 		r.cancel()
 	}
 	if r.following != nil {

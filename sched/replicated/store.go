@@ -203,18 +203,21 @@ func (s *Store) enqueue(o op) {
 // Close stops taking writes, and returns once every write queued has been
 // answered: committed, or failed (a store whose node is no longer the
 // leader fails them all). It waits for commits for at most the commit
-// timeout, then fails what is left with ErrClosed.
-func (s *Store) Close() {
+// timeout, then fails what is left with ErrClosed, and says so.
+func (s *Store) Close() error {
 	s.queue.Close()
 	t := time.NewTimer(s.commitTimeout)
 	defer t.Stop()
+	var err error
 	select {
 	case <-s.stopped:
 	case <-t.C:
+		err = fmt.Errorf("%w: writes still waiting for their commit after %v were failed", ErrClosed, s.commitTimeout)
 		s.cancel()
 		<-s.stopped
 	}
 	s.cancel()
+	return err
 }
 
 // waits says whether someone waits for an op: a put's submit, a flush.
