@@ -167,9 +167,10 @@ func NewRoles(n *Node, cfg RolesConfig) *Roles {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m := &Roles{n: n, run: cfg.Runner, log: log, noticeLevel: cfg.NoticeLevel, changes: n.Changes(), metaChanged: n.FSM().MetaChanged(), retryAfter: defaultRetry,
-		barrierTimeout: barrierTimeout,
-		drains:         make(chan drainReq), stop: make(chan bool), done: make(chan struct{}), started: make(chan startResult, 1)}
+	m := &Roles{n: n, run: cfg.Runner, log: log, noticeLevel: cfg.NoticeLevel,
+		changes: n.Changes(), metaChanged: n.FSM().MetaChanged(),
+		retryAfter: defaultRetry, barrierTimeout: barrierTimeout,
+		drains: make(chan drainReq), stop: make(chan bool), done: make(chan struct{}), started: make(chan startResult, 1)}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m
 }
