@@ -338,7 +338,7 @@ func waitFuture(ctx context.Context, f raft.Future, timeout time.Duration, what 
 // ErrNotLeader: a membership change asked of a node that does not lead.
 var ErrNotLeader = errors.New("cluster: this node is not the leader")
 
-// membershipTimeout bounds a membership change.
+// membershipTimeout bounds a membership change, its commit included.
 const membershipTimeout = 10 * time.Second
 
 // AddVoter adds a node (or changes its address) as a voter: it catches up
@@ -350,7 +350,8 @@ func (n *Node) AddVoter(id, addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("cluster: address %q: %w", addr, err)
 	}
-	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout).Error()
+	return waitFuture(context.Background(), n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout),
+		membershipTimeout, "add "+id)
 }
 
 // Remove takes a node out of the cluster. Only the leader can; a leader
@@ -370,7 +371,7 @@ func (n *Node) Remove(id string) error {
 	if !found {
 		return fmt.Errorf("cluster: no node %q", id)
 	}
-	return n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()
+	return waitFuture(context.Background(), n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout), membershipTimeout, "remove "+id)
 }
 
 // Member is a node of the configuration, as this node knows it.
