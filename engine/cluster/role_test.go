@@ -47,9 +47,10 @@ func startInmem(t *testing.T) *inmemCluster {
 		}
 	}
 	for i, tr := range c.trans {
-		n, err := Open(Config{ID: peers[i].ID, Peers: peers, Dir: t.TempDir(), trans: tr,
-			HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-			LeaderLeaseTimeout: 100 * time.Millisecond})
+		// The default timeouts: shorter ones make elections no test asked
+		// for on a busy machine (the in-memory transport has no fast path
+		// for heartbeats, which wait behind a follower's disk).
+		n, err := Open(Config{ID: peers[i].ID, Peers: peers, Dir: t.TempDir(), trans: tr})
 		if err != nil {
 			t.Fatal(err)
 		}
