@@ -68,8 +68,14 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"mixed"}; !reflect.DeepEqual(mixes, want) {
 		t.Errorf("mixed scenarios %q, want %q", mixes, want)
 	}
-	if want := []string{"cluster-bg", "cluster-bg-follower", "cluster-failover"}; !reflect.DeepEqual(clusters, want) {
+	if want := []string{"cluster-bg", "cluster-bg-follower", "cluster-failover", "cluster-failover-cut"}; !reflect.DeepEqual(clusters, want) {
 		t.Errorf("cluster scenarios %q, want %q", clusters, want)
+	}
+	// Only the cut needs network namespaces (and root).
+	for _, s := range All {
+		if s.Netns != (s.Name == "cluster-failover-cut") {
+			t.Errorf("%s: netns %v", s.Name, s.Netns)
+		}
 	}
 	// The cluster scenarios: the two bg ones have the JetStream peer and
 	// are set against bg-durable with its very parameters; each names
