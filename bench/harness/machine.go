@@ -95,8 +95,9 @@ func OthersShare(a, b MachineCPU, ours time.Duration) float64 {
 }
 
 // MaxShare is the most of the machine Stretch takes others to have had:
-// past it, a bound stops growing, at 20 times itself.
-const MaxShare = 0.95
+// past it, a bound stops growing, at 50 times itself. (Beside other
+// builds, others have been seen to have 96% of this 2-core machine.)
+const MaxShare = 0.98
 
 // Stretch is bound, a time that a test allows on a machine that runs
 // nothing else, held against one of which others had share: what slows

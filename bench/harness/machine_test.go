@@ -92,8 +92,9 @@ func TestStretch(t *testing.T) {
 		{100 * ms, -0.1, 100 * ms},
 		{100 * ms, 0.5, 200 * ms},
 		{100 * ms, 0.75, 400 * ms},
-		{100 * ms, MaxShare, 2000 * ms},
-		{100 * ms, 1, 2000 * ms},
+		{100 * ms, 0.95, 2000 * ms},
+		{100 * ms, MaxShare, 5000 * ms},
+		{100 * ms, 1, 5000 * ms},
 		{10 * time.Second, 0.9, 100 * time.Second},
 	}
 	for _, tt := range tests {

@@ -66,9 +66,10 @@ func (w *Within) Exceeds(took time.Duration) bool {
 
 // Guard watches conns while reads or writes on them wait for what w
 // bounds: once w is over, they fail at once, as at a deadline. stop ends
-// the watch and says whether w was over.
+// the watch (again: nothing) and says whether w was over.
 func (w *Within) Guard(conns ...net.Conn) (stop func() bool) {
 	done := make(chan struct{})
+	var once sync.Once
 	var fired atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -90,7 +91,7 @@ func (w *Within) Guard(conns ...net.Conn) (stop func() bool) {
 		}
 	})
 	return func() bool {
-		close(done)
+		once.Do(func() { close(done) })
 		wg.Wait()
 		return fired.Load()
 	}

@@ -55,6 +55,9 @@ func TestWithinGuard(t *testing.T) {
 	if fired := stop(); !fired || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("read past the bound: %v, guard fired %v", err, fired)
 	}
+	if !stop() {
+		t.Error("stopped again, the guard forgot it fired")
+	}
 	if took := time.Since(w.Start); took < w.Bound {
 		t.Errorf("the guard fired after %v, within the bound %v", took, w.Bound)
 	}
