@@ -334,7 +334,7 @@ func TestE2EDworkHostKilled(t *testing.T) {
 	waitStatus(t, srv.addr, "dwork", "h1 holding a", func(s funcStatus) bool { return s == funcStatus{3, 1, 1} })
 
 	h1.kill()
-	waitUntil(t, goneWithin, "h1 gone, a back in the queue", func() (bool, string) {
+	waitWithin(t, goneWithin, "h1 gone, a back in the queue", []int{srv.cmd.Process.Pid}, func() (bool, string) {
 		m, raw := adminStatus(t, srv.addr)
 		return m["dwork"] == funcStatus{3, 0, 0}, raw
 	})
@@ -407,7 +407,7 @@ func TestE2EDworkKeepOnClose(t *testing.T) {
 				return ok && n == 0, fmt.Sprint(n, ok)
 			})
 			if !tt.keep {
-				waitUntil(t, goneWithin, "h1 gone, a back in the queue", func() (bool, string) {
+				waitWithin(t, goneWithin, "h1 gone, a back in the queue", []int{srv.cmd.Process.Pid}, func() (bool, string) {
 					m, raw := adminStatus(t, srv.addr)
 					return m["dwork"] == funcStatus{2, 0, 0}, raw
 				})
