@@ -401,6 +401,7 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario.Name, func(t *testing.T) {
+			load, lerr := harness.NewLoad(os.Getpid(), srv.PID())
 			run := tt.scenario.Run(ctx, target, tt.params)
 			if run.Error != "" {
 				t.Fatalf("run failed: %s\nserver output:\n%s", run.Error, srv.Output())
@@ -410,9 +411,18 @@ func TestControllerAgainstSwitchyard(t *testing.T) {
 				t.Errorf("implausible run: %+v", run)
 			}
 			if tt.scenario == controllerPulses {
-				// 100 workers, 5 pulses a second each, for a second.
-				if run.Jobs < 450 || run.Jobs > 550 {
-					t.Errorf("%d pulses, want about 500", run.Jobs)
+				// 100 workers, 5 pulses a second each, for a second: at
+				// least 450 on a machine that runs nothing else; a worker
+				// that others keep from the CPU past its next pulse sends
+				// one, not two, so on a busy machine the least is cut by
+				// what others had of it (harness.Stretch).
+				least, share := int64(450), 0.0
+				if lerr == nil {
+					share = load.Share()
+					least = int64(450 * float64(time.Second) / float64(harness.Stretch(time.Second, share)))
+				}
+				if run.Jobs < least || run.Jobs > 550 {
+					t.Errorf("%d pulses, want about 500 (at least %d: others had %.0f%% of the machine)", run.Jobs, least, 100*share)
 				}
 				if run.LoadCPUPerJob <= 0 {
 					t.Errorf("no load generator CPU per pulse: %+v", run)
