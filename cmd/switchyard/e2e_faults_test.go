@@ -599,7 +599,8 @@ func TestFaultHTTPSlowBodies(t *testing.T) {
 }
 
 // Four clients ask for large echoes and never read the replies: the
-// budget cuts them, the largest first, and the memory comes back.
+// budget cuts them, the largest first, or refuses their packets, and the
+// memory comes back.
 func TestFaultUnreadReplies(t *testing.T) {
 	faultsOnly(t)
 	s, maddr, base := startFaultServer(t)
@@ -644,12 +645,20 @@ func TestFaultUnreadReplies(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d clients closed by the server, %d left holding unread replies", cut.Load(), stalled.Load())
-	if n := cut.Load(); n == 0 {
-		t.Fatalf("no client that never reads was closed")
+	// The budget deals with each client one of two ways, as the loops'
+	// turns fall: its replies held pass the budget and the largest holder
+	// is closed, or its next packet finds the budget full of replies and
+	// is refused (read and thrown away, the connection goes on). Alone on
+	// the machine, 3 or 4 of the 4 were closed; beside two busy loops and
+	// other builds, once none was, every packet past the budget refused.
+	// Either way what they make the server hold is bounded (check).
+	refused := metricValue(t, maddr, "switchyard_memory_budget_refused_total")
+	t.Logf("%d clients closed by the server, %d left holding unread replies, %.0f packets refused", cut.Load(), stalled.Load(), refused)
+	if cut.Load() == 0 && refused == 0 {
+		t.Fatalf("the budget neither closed a client that never reads nor refused a packet of one")
 	}
 	p.check(t, base)
-	if cuts := metricValue(t, maddr, "switchyard_memory_budget_cuts_total"); cuts == 0 {
+	if cuts := metricValue(t, maddr, "switchyard_memory_budget_cuts_total"); cut.Load() > 0 && cuts == 0 {
 		t.Errorf("switchyard_memory_budget_cuts_total 0 after %d clients were closed", cut.Load())
 	}
 	// Those the server did not close go now.
