@@ -263,7 +263,9 @@ func TestForegroundAgainstSwitchyard(t *testing.T) {
 	}{
 		{fg, Params{Clients: 2, Workers: 2, InFlight: 4, Grab: 1, Payload: 64, Duration: time.Second, Warmup: 100 * time.Millisecond}, true},
 		{fg, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond}, false}, // pipelined worker
-		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}, false},
+		// The count ends bg's fill; the duration only bounds it (500 in a
+		// second would be a speed, which a busy machine can miss).
+		{bg, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Minute, Jobs: 500, Workers: 2, Grab: 1, Timeout: time.Minute}, false},
 		{conns10K, Params{Conns: 50, Clients: 1, Workers: 1, InFlight: 2, Grab: 1, Payload: 64, Duration: 300 * time.Millisecond}, false},
 		{queue1M, Params{Clients: 2, InFlight: 8, Payload: 64, Jobs: 3000, Workers: 2, Grab: 1, Timeout: time.Minute, Settle: 10 * time.Millisecond}, false},
 	}
@@ -327,7 +329,7 @@ func TestPeriodicAgainstSwitchyard(t *testing.T) {
 		params   Params
 		jobs     int64 // want exactly, when not 0
 	}{
-		{periodicSubmit, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Second, Jobs: 500}, 500},
+		{periodicSubmit, Params{Clients: 2, InFlight: 8, Payload: 64, Duration: time.Minute, Jobs: 500}, 500}, // the count ends it, as bg's
 		{periodicRun, Params{Clients: 2, Workers: 2, InFlight: 4, Grab: 4, Payload: 64, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond}, 0},
 		{periodicDue, Params{Clients: 1, Workers: 1, InFlight: 4, Grab: 8, Payload: 64, Duration: 500 * time.Millisecond, Jobs: 20, Delay: time.Second}, 20},
 		{periodicDelayed1M, Params{Clients: 2, InFlight: 8, Payload: 64, Jobs: 2000, Delay: time.Hour, Timeout: time.Minute}, 2000},
