@@ -327,9 +327,10 @@ func (p *probe) check(t *testing.T, base int64) {
 	}
 	// The figures: the README's Reliability section reports them from a
 	// run on an idle machine.
-	t.Logf("during the attack: RSS at most %d MiB (%d MiB at start), %d ECHOs, the slowest %v (others had %.0f%% of the machine around it: %v allowed); at rest %d ECHOs, median %v",
+	t.Logf("during the attack: RSS at most %d MiB (%d MiB at start), %d ECHOs, the slowest %v (others had %.0f%% of the machine around it: %v allowed), "+
+		"the nearest its bound %.2f of it; at rest %d ECHOs, median %v",
 		p.maxRSS>>20, base>>20, n, worst.rtt.Round(10*time.Microsecond), 100*worstShare, echoAllowed(worstShare).Round(time.Millisecond),
-		len(rest), restMedian.Round(time.Microsecond))
+		float64(closest.rtt)/float64(echoAllowed(closestShare)), len(rest), restMedian.Round(time.Microsecond))
 	if p.echoErr != nil {
 		t.Errorf("another client's ECHO failed: %v", p.echoErr)
 	}
