@@ -486,7 +486,7 @@ func TestE2EClusterKillLeader(t *testing.T) {
 // failoverBound is how long a cluster of three may take, on a machine that
 // runs nothing else, from its leader's kill -9 to every survivor serving:
 // the election timeout (0.5-1 s), the election and the new leader's
-// replay; 0.8-1.5 s on 2 cores beside other builds, 1.0-1.9 s beside two
+// replay; 0.8-1.5 s on 2 cores beside other builds, 0.9-2.5 s beside two
 // busy loops besides.
 const failoverBound = 10 * time.Second
 

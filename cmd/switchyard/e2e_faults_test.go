@@ -79,7 +79,7 @@ func faultsOnly(t *testing.T) {
 // attack's goroutines, and time them too.
 type probe struct {
 	pid  int
-	ours []int // the server, this test and the ECHO client: what is not theirs is the machine's
+	ours []int // the server, this test and the ECHO client; any other process is the machine's load
 
 	mu      sync.Mutex
 	maxRSS  int64
