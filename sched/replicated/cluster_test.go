@@ -30,12 +30,18 @@ type testCluster struct {
 	nodes []*testNode
 }
 
+// testConfig is a node's Raft configuration, with the cluster's own
+// timeouts (engine/cluster's defaults, 500 ms). At 100 ms, make test's
+// -race pass on a machine others kept busy (load 10) once had the
+// leader step down before TestStoreReplicates's puts, every one refused:
+// a leader that cannot reach a majority within its lease acknowledges
+// nothing, as it should, and the test's premise, a leader, was gone.
 func testConfig(id raft.ServerID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	c.SnapshotThreshold = 1 << 30 // snapshots only when a test asks
 	c.TrailingLogs = 8
