@@ -26,8 +26,11 @@ func statusOf(j *Job) JobStatus {
 	if j == nil {
 		return JobStatus{}
 	}
-	return JobStatus{Known: true, Running: j.state == stateRunning, Num: j.num, Den: j.den,
-		Clients: int(j.nlisteners), Unique: j.unique}
+	st := JobStatus{Known: true, Running: j.state == stateRunning, Clients: j.clients(), Unique: j.Unique()}
+	if j.ext != nil {
+		st.Num, st.Den = j.ext.num, j.ext.den
+	}
+	return st
 }
 
 // StatusUnique finds a live job by its unique alone, in any function. It
@@ -206,8 +209,8 @@ func (s *Sched) JobsChunked(fn func([]JobInfo)) {
 }
 
 func infoOf(j *Job) JobInfo {
-	return JobInfo{ID: j.id, Func: j.fn.name, Unique: j.unique, Retries: j.retries,
-		Running: j.state == stateRunning, Background: j.background, Clients: int(j.nlisteners)}
+	return JobInfo{ID: j.id, Func: j.fn.name, Unique: j.Unique(), Retries: j.retries,
+		Running: j.state == stateRunning, Background: j.background, Clients: j.clients()}
 }
 
 // Jobs snapshots every live job, in id order.
@@ -346,9 +349,9 @@ type JobView struct {
 // view fills v from j; v.Payload is appended to arena when arena is not
 // nil, else it is j's own. Caller holds j's shard lock.
 func (s *Sched) view(j *Job, v *JobView, arena *[]byte) {
-	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.unique, Payload: j.payload(), Reducer: j.Reducer(),
+	*v = JobView{ID: j.id, Func: j.fn.name, Unique: j.Unique(), Payload: j.payload(), Reducer: j.Reducer(),
 		Priority: j.prio, Background: j.background, Running: j.state == stateRunning, Blocked: j.state == stateBlocked,
-		Retries: j.retries, Clients: int(j.nlisteners), Started: s.wallOf(j.started)}
+		Retries: j.retries, Clients: j.clients(), Started: s.wallOf(j.started())}
 	if j.worker != nil {
 		v.Worker = j.worker.Name()
 	}

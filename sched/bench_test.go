@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 )
@@ -131,4 +132,44 @@ func BenchmarkRoundTripLatency(b *testing.B) {
 	s := New(Config{Tick: -1, Latency: true})
 	defer s.Close()
 	roundTrips(b, s)
+}
+
+// uuidKey writes the i-th of a run of distinct 36-byte uniques, shaped as
+// the UUIDs libgearman sends, into u.
+func uuidKey(u *[36]byte, i uint64) []byte {
+	const hex = "0123456789abcdef"
+	copy(u[:], "8f14e45f-ceea-467a-9af0-000000000000")
+	for k := 35; i > 0; k-- {
+		u[k] = hex[i&15]
+		i >>= 4
+	}
+	return u[:]
+}
+
+// BenchmarkQueueUnique queues b.N background jobs on one function, each
+// with a unique of its own shaped as a UUID and a 64-byte payload, as the
+// queue-1m scenario does; -benchtime 1000000x queues its million. heapB/job
+// is the live heap each queued job holds once they are all queued.
+func BenchmarkQueueUnique(b *testing.B) {
+	s := New(Config{Tick: -1})
+	defer s.Close()
+	c := s.NewClient(nopListener{})
+	var u [36]byte
+	req := SubmitReq{Func: []byte("f"), Payload: make([]byte, 64), Background: true}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req.Unique = uuidKey(&u, uint64(i))
+		if _, err := c.Submit(&req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heapB/job")
+	runtime.KeepAlive(s)
 }

@@ -96,7 +96,6 @@ func (c *Client) link(j *Job) bool {
 		j.listeners.jprev = a
 	}
 	j.listeners = a
-	j.nlisteners++
 	return true
 }
 
@@ -129,7 +128,15 @@ func (a *attach) unlink() {
 		a.jnext.jprev = a.jprev
 	}
 	a.jprev, a.jnext, a.cprev, a.cnext = nil, nil, nil, nil
-	j.nlisteners--
+}
+
+// clients is how many clients listen to j. Caller holds j's shard lock.
+func (j *Job) clients() int {
+	n := 0
+	for a := j.listeners; a != nil; a = a.jnext {
+		n++
+	}
+	return n
 }
 
 // Close detaches the client from all its jobs. A queued foreground job left
@@ -150,7 +157,7 @@ func (c *Client) Close() {
 		sh := c.s.shardOf(j.id)
 		sh.mu.Lock()
 		a.unlink()
-		gone := j.nlisteners == 0 && !j.background && (j.state == stateQueued || j.state == stateBlocked)
+		gone := j.listeners == nil && !j.background && (j.state == stateQueued || j.state == stateBlocked)
 		if gone {
 			sh.unplace(j)
 			sh.forget(j)

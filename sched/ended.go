@@ -1,6 +1,9 @@
 package sched
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Ended jobs remembered: a job submitted with SubmitReq.Remember leaves,
 // when it ends, a note of its name, id, time and the worker that last ran
@@ -40,16 +43,16 @@ type endedNotes struct {
 // note records that j ended, if it asked to be remembered. Caller holds
 // sh.mu; j's worker, if any, is still set.
 func (sh *shard) note(j *Job) {
-	if !j.remember || j.unique == "" {
+	if !j.is(flagRemember) || j.ulen == 0 {
 		return
 	}
-	j.remember = false // noted once, whichever way it ends
+	j.set(flagRemember, false) // noted once, whichever way it ends
 	s := sh.s
 	n := &sh.ended
 	if n.byKey == nil {
 		n.byKey = make(map[Key]int)
 	}
-	k := Key{j.fn.name, j.unique}
+	k := Key{j.fn.name, strings.Clone(j.Unique())} // not the job's: kept after it ends
 	e := endedNote{key: k, note: Ended{ID: j.id, At: s.clock.Wall()}, mono: s.clock.Now()}
 	if j.worker != nil {
 		e.note.Worker = j.worker.Name()

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -109,7 +110,7 @@ func (s *Sched) failed(j *Job, kind FailKind, w *Worker, reason string, data []b
 		w = j.worker
 	}
 	text := sl.text[:0]
-	*sl = failSlot{at: s.clock.Wall(), id: j.id, unique: j.unique, src: j.src, kind: kind, retried: retried}
+	*sl = failSlot{at: s.clock.Wall(), id: j.id, unique: strings.Clone(j.Unique()), src: j.src, kind: kind, retried: retried}
 	if w != nil {
 		sl.worker = w.Name()
 	}

@@ -52,11 +52,11 @@ func (f *function) pop() *Job {
 // does not make a new map for each.
 const uniqueKeep = 256
 
-// addUnique indexes j under key (in place of the job there, if any).
-// Caller holds sh.mu.
+// addUnique indexes j under key (in place of the job there, if any); j
+// is in sh's job table already. Caller holds sh.mu.
 func (sh *shard) addUnique(f *function, key string, j *Job) {
 	if f.unique == nil {
-		f.unique = new(keyIndex)
+		f.unique = newKeyIndex(&sh.jobs, sh.bits)
 	}
 	if f.unique.len() == 0 {
 		if sh.keyed == nil {
@@ -76,9 +76,10 @@ func (f *function) uniqueJob(key string) *Job {
 	return f.unique.get(key)
 }
 
-// forgetUnique removes key. An index that held many keys is dropped once
-// it empties: a million distinct uniques drained would otherwise pin its
-// table for good. Caller holds sh.mu.
+// forgetUnique removes key, whose job is still in sh's job table. An
+// index that held many keys is dropped once it empties: a million
+// distinct uniques drained would otherwise pin its table for good. Caller
+// holds sh.mu.
 func (sh *shard) forgetUnique(f *function, key string) {
 	f.unique.del(key)
 	if f.unique.len() > 0 {
@@ -86,6 +87,7 @@ func (sh *shard) forgetUnique(f *function, key string) {
 	}
 	delete(sh.keyed, f)
 	if f.peak > uniqueKeep {
+		f.unique.free()
 		f.unique, f.peak = nil, 0
 	}
 }

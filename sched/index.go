@@ -1,6 +1,10 @@
 package sched
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+
+	"switchyard/sched/internal/words"
+)
 
 // keyIndex maps a function's coalescing keys to its live jobs. It is an
 // open-addressing table that resizes incrementally, as Redis's dict does:
@@ -10,71 +14,108 @@ import "hash/maphash"
 // hash uniformly they all fill up together, and a million distinct job names
 // made the submit rate halve at each doubling.
 //
-// A slot holds the key's hash and the job; the key itself is the job's
-// (Job.key), so the index stores no strings of its own.
+// A slot is one word: the job's sequence number in its shard, which finds
+// it in the shard's job table, and 8 bits of its key's hash, which spare
+// most probes a look at a job that is not the one. The key itself is the
+// job's (Job.key), so the index holds no strings and no pointers: 8 bytes
+// a slot, which the collector never scans. (A hash and a pointer were 16
+// bytes a slot: 48 MB of index, old table and new, with a million jobs
+// queued.) Moving a slot to a new table reads its job's key again for the
+// hash. A large table lives outside the Go heap (package words): the old
+// one's memory goes back to the kernel as soon as its move ends, where the
+// collector would keep it until its next cycle.
 type keyIndex struct {
-	cur     []slot
-	old     []slot // being moved into cur; nil when no resize is under way
-	moved   int    // slots of old already moved
-	pending int    // keys in old, still to be moved
-	used    int    // slots of cur ever filled since it was made: live and deleted
-	live    int    // keys in cur and old
+	jobs    *jobTable // the shard's
+	bits    uint      // the shard's: a job's sequence number is its id >> bits
+	cur     []uint64
+	old     []uint64 // being moved into cur; nil when no resize is under way
+	curMem  *words.Array
+	oldMem  *words.Array
+	moved   int // slots of old already moved
+	pending int // keys in old, still to be moved
+	used    int // slots of cur ever filled since it was made: live and deleted
+	live    int // keys in cur and old
 }
 
-type slot struct {
-	h uint64 // the key's hash, with the low bit set; 0 for a slot never used
-	j *Job   // nil in a deleted slot
+// A slot is slotEmpty if never used, slotDeleted once its key is removed,
+// else seq<<tagBits | the top tagBits of the key's hash. Sequence numbers
+// start at 1, so a live slot is neither; they stay below 2^56 (a shard's
+// 72 quadrillionth job), as a job id with the shard's bits below them
+// must too.
+const (
+	slotEmpty   = 0
+	slotDeleted = 1
+	tagBits     = 8
+)
+
+func newKeyIndex(jobs *jobTable, bits uint) *keyIndex {
+	return &keyIndex{jobs: jobs, bits: bits}
 }
 
 var keySeed = maphash.MakeSeed()
 
-func keyHash(key string) uint64 { return maphash.String(keySeed, key) | 1 }
+func keyHash(key string) uint64 { return maphash.String(keySeed, key) }
+
+func slotOf(seq, h uint64) uint64 { return seq<<tagBits | h>>(64-tagBits) }
 
 const (
 	indexMin  = 16 // smallest table
-	indexStep = 4  // old slots moved per insert or delete
+	indexStep = 8  // old slots moved per insert or delete
 )
 
 func (x *keyIndex) len() int { return x.live }
 
+// job is the job a live slot names. Every job the index names is in the
+// shard's table (a submit adds it there first, and forget takes it out
+// last).
+func (x *keyIndex) job(s uint64) *Job {
+	j := x.jobs.get(s >> tagBits)
+	if j == nil {
+		panic("sched: the unique index names a job its shard does not hold")
+	}
+	return j
+}
+
 // get returns the job indexed under key, or nil.
 func (x *keyIndex) get(key string) *Job {
 	h := keyHash(key)
-	if s := find(x.cur, key, h); s != nil {
-		return s.j
+	if i := x.find(x.cur, key, h); i >= 0 {
+		return x.job(x.cur[i])
 	}
-	if s := find(x.old, key, h); s != nil {
-		return s.j
+	if i := x.find(x.old, key, h); i >= 0 {
+		return x.job(x.old[i])
 	}
 	return nil
 }
 
-// find returns the live slot of key in t, or nil.
-func find(t []slot, key string, h uint64) *slot {
+// find returns the index of key's live slot in t, or -1.
+func (x *keyIndex) find(t []uint64, key string, h uint64) int {
 	if len(t) == 0 {
-		return nil
+		return -1
 	}
 	mask := uint64(len(t) - 1)
+	tag := h >> (64 - tagBits)
 	for i := h & mask; ; i = (i + 1) & mask {
-		s := &t[i]
-		switch {
-		case s.h == 0:
-			return nil
-		case s.h == h && s.j != nil && s.j.key() == key:
-			return s
+		switch s := t[i]; {
+		case s == slotEmpty:
+			return -1
+		case s != slotDeleted && s&(1<<tagBits-1) == tag && x.job(s).key() == key:
+			return int(i)
 		}
 	}
 }
 
-// set indexes j under key, replacing the job there if any.
+// set indexes j under key, replacing the job there if any. j must be in
+// the shard's job table.
 func (x *keyIndex) set(key string, j *Job) {
 	h := keyHash(key)
-	if s := find(x.cur, key, h); s != nil {
-		s.j = j
+	s := slotOf(j.id>>x.bits, h)
+	if i := x.find(x.cur, key, h); i >= 0 {
+		x.cur[i] = s
 		return
 	}
-	if s := find(x.old, key, h); s != nil {
-		s.j = j
+	if i := x.find(x.old, key, h); i >= 0 {
+		x.old[i] = s
 		return
 	}
 	// The keys still in old will land in cur too: room is kept for them,
@@ -83,41 +124,41 @@ func (x *keyIndex) set(key string, j *Job) {
 	if (x.used+x.pending+1)*4 > len(x.cur)*3 {
 		x.resize()
 	}
-	x.insert(h, j)
+	x.insert(h, s)
 	x.live++
 	x.step()
 }
 
-// del removes key; it is there.
+// del removes key; it is there, and its job still in the shard's table.
 func (x *keyIndex) del(key string) {
 	h := keyHash(key)
-	s := find(x.cur, key, h)
-	if s == nil {
-		if s = find(x.old, key, h); s != nil {
+	i, t := x.find(x.cur, key, h), x.cur
+	if i < 0 {
+		if i, t = x.find(x.old, key, h), x.old; i >= 0 {
 			x.pending--
 		}
 	}
-	if s == nil {
+	if i < 0 {
 		return
 	}
-	s.j = nil // deleted: later keys' probes go on past it
+	t[i] = slotDeleted // later keys' probes go on past it
 	x.live--
 	x.step()
 }
 
-// insert puts a key known to be absent into cur, in the first deleted or
-// empty slot of its probe.
-func (x *keyIndex) insert(h uint64, j *Job) {
+// insert puts slot s, whose key hashes to h and is known to be absent,
+// into cur, in the first deleted or empty slot of its probe.
+func (x *keyIndex) insert(h, s uint64) {
 	mask := uint64(len(x.cur) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
-		s := &x.cur[i]
-		if s.j != nil {
+		switch x.cur[i] {
+		case slotEmpty:
+			x.used++
+		case slotDeleted:
+		default:
 			continue
 		}
-		if s.h == 0 {
-			x.used++
-		}
-		s.h, s.j = h, j
+		x.cur[i] = s
 		return
 	}
 }
@@ -134,24 +175,32 @@ func (x *keyIndex) resize() {
 	for n < 2*(x.live+1) {
 		n *= 2
 	}
-	x.old, x.cur = x.cur, make([]slot, n)
+	mem := words.Make(n)
+	x.old, x.oldMem, x.cur, x.curMem = x.cur, x.curMem, mem.W, mem
 	x.moved, x.used, x.pending = 0, 0, x.live
 	if len(x.old) == 0 {
-		x.old = nil
+		x.old, x.oldMem = nil, nil
 	}
+}
+
+// free gives the index's tables back; it must not be used again.
+func (x *keyIndex) free() {
+	x.curMem.Free()
+	x.oldMem.Free()
+	*x = keyIndex{}
 }
 
 // step moves a few slots of old into cur.
 func (x *keyIndex) step() {
 	for k := 0; x.old != nil && k < indexStep; k++ {
-		s := &x.old[x.moved]
-		if s.j != nil {
-			x.insert(s.h, s.j)
-			s.j = nil // moved: a deleted slot, so old's probes still work
+		if s := x.old[x.moved]; s != slotEmpty && s != slotDeleted {
+			x.insert(keyHash(x.job(s).key()), s)
+			x.old[x.moved] = slotDeleted // moved: old's probes still work
 			x.pending--
 		}
 		if x.moved++; x.moved == len(x.old) {
-			x.old, x.moved = nil, 0
+			x.oldMem.Free()
+			x.old, x.oldMem, x.moved = nil, nil, 0
 		}
 	}
 }

@@ -5,20 +5,17 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"switchyard/sched/internal/words"
 )
 
 // The index against a Go map: random sets, overwrites and deletes through
 // growth, shrinking and resizes under way.
 func TestKeyIndexAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var x keyIndex
+	f := newIndexFixture()
+	x := f.x
 	model := map[string]*Job{}
-	jobs := map[string]*Job{}
-	job := func(k string) *Job { // a job whose key is k
-		j := &Job{unique: k}
-		jobs[k] = j
-		return j
-	}
 	for op := 0; op < 300000; op++ {
 		// Phases that grow, then empty, then grow again.
 		span := 5000
@@ -28,12 +25,16 @@ func TestKeyIndexAgainstMap(t *testing.T) {
 		k := fmt.Sprint("k", rng.IntN(span))
 		switch r := rng.IntN(10); {
 		case r < 5:
-			j := job(k)
+			j := f.job(k)
 			x.set(k, j)
+			if old := model[k]; old != nil {
+				f.end(old) // replaced: it may end, and the index must not miss it
+			}
 			model[k] = j
 		case r < 8:
-			if model[k] != nil {
+			if j := model[k]; j != nil {
 				x.del(k)
+				f.end(j)
 				delete(model, k)
 			}
 		default:
@@ -63,7 +64,8 @@ func TestKeyIndexAgainstMap(t *testing.T) {
 func TestKeyIndexChurn(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		var x keyIndex
+		f := newIndexFixture()
+		x := f.x
 		model := map[string]*Job{}
 		var names []string
 		next := 0
@@ -71,7 +73,7 @@ func TestKeyIndexChurn(t *testing.T) {
 			for range rng.IntN(40) {
 				k := fmt.Sprint("n", next)
 				next++
-				j := &Job{unique: k}
+				j := f.job(k)
 				x.set(k, j)
 				model[k] = j
 				names = append(names, k)
@@ -86,6 +88,7 @@ func TestKeyIndexChurn(t *testing.T) {
 				names[i] = names[len(names)-1]
 				names = names[:len(names)-1]
 				x.del(k)
+				f.end(model[k])
 				delete(model, k)
 				x.checkRoom(t)
 			}
@@ -108,12 +111,12 @@ func (x *keyIndex) checkRoom(t *testing.T) {
 	t.Helper()
 	pending, live := 0, 0
 	for _, s := range x.old[x.moved:] {
-		if s.j != nil {
+		if s != slotEmpty && s != slotDeleted {
 			pending++
 		}
 	}
 	for _, s := range x.cur {
-		if s.j != nil {
+		if s != slotEmpty && s != slotDeleted {
 			live++
 		}
 	}
@@ -128,16 +131,17 @@ func (x *keyIndex) checkRoom(t *testing.T) {
 // No insert pays for moving the whole table: with a million keys, the
 // slowest 10k inserts cost about what the fastest do.
 func TestKeyIndexGrowsIncrementally(t *testing.T) {
-	var x keyIndex
+	f := newIndexFixture()
+	x := f.x
 	keys := make([]*Job, 1_000_000)
 	for i := range keys {
-		keys[i] = &Job{unique: fmt.Sprint("job-", i)}
+		keys[i] = f.job(fmt.Sprint("job-", i))
 	}
 	worst := time.Duration(0)
 	for i := 0; i < len(keys); i += 10000 {
 		start := time.Now()
 		for _, j := range keys[i : i+10000] {
-			x.set(j.unique, j)
+			x.set(j.Unique(), j)
 		}
 		worst = max(worst, time.Since(start))
 	}
@@ -145,21 +149,78 @@ func TestKeyIndexGrowsIncrementally(t *testing.T) {
 		t.Fatalf("len %d", x.len())
 	}
 	for _, j := range keys[:1000] {
-		if x.get(j.unique) != j {
-			t.Fatalf("%s lost", j.unique)
+		if x.get(j.Unique()) != j {
+			t.Fatalf("%s lost", j.Unique())
 		}
 	}
 	t.Logf("slowest 10k inserts: %v", worst) // a benchmark, not an assertion: see BenchmarkKeyIndexSet
 }
 
 func BenchmarkKeyIndexSet(b *testing.B) {
+	f := newIndexFixture()
+	x := f.x
 	keys := make([]*Job, b.N)
 	for i := range keys {
-		keys[i] = &Job{unique: fmt.Sprint("job-", i)}
+		keys[i] = f.job(fmt.Sprint("job-", i))
 	}
-	var x keyIndex
 	b.ResetTimer()
 	for _, j := range keys {
-		x.set(j.unique, j)
+		x.set(j.Unique(), j)
+	}
+}
+
+// indexFixture is a key index over a job table of its own, as a
+// function's is over its shard's.
+type indexFixture struct {
+	jobs jobTable
+	x    *keyIndex
+	seq  uint64
+}
+
+func newIndexFixture() *indexFixture {
+	f := &indexFixture{}
+	f.x = newKeyIndex(&f.jobs, 0)
+	return f
+}
+
+// job is a new job whose unique is k, in the fixture's table.
+func (f *indexFixture) job(k string) *Job {
+	f.seq++
+	j := newJob(&SubmitReq{Unique: []byte(k)})
+	j.id = f.seq
+	f.jobs.put(f.seq, j)
+	return j
+}
+
+// end takes j out of the table, as forget does once the index has let it
+// go.
+func (f *indexFixture) end(j *Job) { f.jobs.remove(j.id, f.seq) }
+
+// A table whose move has ended is given back at once, and so is every
+// table of an index dropped (see forgetUnique): the large ones are mapped
+// outside the Go heap, where nothing would free them later.
+func TestKeyIndexFreesItsTables(t *testing.T) {
+	f := newIndexFixture()
+	x := f.x
+	var tables []*words.Array
+	for i := range 50_000 {
+		x.set(fmt.Sprint("k", i), f.job(fmt.Sprint("k", i)))
+		if len(tables) == 0 || tables[len(tables)-1] != x.curMem {
+			tables = append(tables, x.curMem)
+		}
+		for _, m := range tables[:len(tables)-1] {
+			if m.W != nil && m != x.oldMem {
+				t.Fatalf("after %d keys: a table of %d slots neither in use nor freed", i+1, len(m.W))
+			}
+		}
+	}
+	if len(tables) < 10 || len(x.cur) < words.Min {
+		t.Fatalf("%d tables, the last of %d slots: no mapped one", len(tables), len(x.cur))
+	}
+	x.free()
+	for _, m := range tables {
+		if m.W != nil {
+			t.Fatalf("a table of %d slots left after free", len(m.W))
+		}
 	}
 }

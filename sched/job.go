@@ -31,45 +31,43 @@ const (
 // handed it the *Job. With a release set for its submitter (SetRelease) the payload is valid only until
 // the job ends.
 //
-// A Job is 128 bytes, so that one with a 64-byte payload fills a 192-byte
-// object (see newJob): with a million jobs queued every byte of it is a
-// megabyte, and on a virtual machine each new page the queue touches costs
-// a fault far dearer than the submit itself. What most jobs never need
-// (a reducer, a timer, the attributes a submit or a requeue may set) is in
-// ext.
+// A Job is 88 bytes, and its unique and a small payload follow it in the
+// same allocation (see newJob): one with a 36-byte unique (a UUID, as
+// libgearman sends with every job) and a 64-byte payload fills a 192-byte
+// object. With a million jobs queued every byte of it is a megabyte, and
+// on a virtual machine each new page the queue touches costs a fault far
+// dearer than the submit itself. What most jobs never need (a reducer, a
+// timer, a status, when an attempt began, the attributes a submit or a
+// requeue may set) is in ext.
 type Job struct {
-	id     uint64
-	fn     *function
-	unique string
-	// The payload, in three words less one: data and its length and
-	// capacity (only a payload the frontend gave away, see Config.Release,
-	// uses the capacity). One of 4 GiB or more is ext.bigPayload, with
-	// plen bigPayload.
-	pdata      *byte
-	plen, pcap uint32
-	prio       Priority
-	attrs      jobAttrs // set at submit, changed only by a replace (of a waiting job)
-	owned      bool     // payload is the frontend's buffer, see SetRelease
-	background bool     // runs with no listener (a background submit made or joined it)
-	forever    bool     // SubmitReq.RetryForever
-	remember   bool     // SubmitReq.Remember, until its note is made
-	src        Source   // the submitting client's, see Client.SetSource
-	state      jobState // mutable, as are the fields after it: shard lock
+	// Set at submit and changed only by a replace of a waiting job: a
+	// frontend holding the job reads them without a lock.
+	id uint64
+	fn *function
+	// The payload's first byte; plen is its length. One the frontend gave
+	// away (flagOwned) is ext.held as well, whose capacity the frontend
+	// gets back; one of 4 GiB or more is ext.held, with plen bigPayload.
+	pdata *byte
+	plen  uint32
+	ulen  uint16   // the unique's length: its bytes follow the Job (see Unique), or, uniqueInExt, ext.unique holds it
+	prio  Priority // the queue it waits in
+	attrs jobAttrs
 
 	// Mutable state, guarded by the job's shard lock.
-	started    int64 // when the latest attempt began, 1 + ns after the scheduler's epoch; 0 = never or not recorded (see GrabAttempt)
-	stamp      int64 // with Config.Latency: when it entered its queue, or, running, when its attempt began (see latency); else 0
-	retries    uint32
-	num, den   uint32 // last WORK_STATUS
-	nlisteners uint32
-	worker     *Worker
+	worker *Worker
 	// prev and next link the job into the one list it is in: its
 	// function's priority queue while it waits there (guarded by the shard
 	// lock), its worker's held list while it runs (guarded by worker.mu as
 	// well; hold and release move it, holding both).
 	prev, next *Job
-	listeners  *attach // doubly linked list of attached clients
+	listeners  *attach // doubly linked list of attached clients; nil: none
 	ext        *jobExt // made on first use: most jobs need none of it
+	stamp      int64   // with Config.Latency: when it entered its queue, or, running, when its attempt began (see latency); else 0
+	retries    uint32  // attempts lost (see Config.JobRetries)
+	src        Source  // the submitting client's, see Client.SetSource
+	state      jobState
+	background bool // runs with no listener (a background submit made or joined it)
+	flags      jobFlags
 }
 
 // jobAttrs are a job's bits that change only while no worker holds it, so
@@ -81,8 +79,32 @@ const (
 	attrReducer                        // ext.reducer is set: a map/reduce job
 )
 
-// bigPayload is plen for a payload too long for it, kept in ext.bigPayload.
+// jobFlags are a job's bits that the scheduler alone reads, under the
+// job's shard lock.
+type jobFlags uint8
+
+const (
+	flagOwned    jobFlags = 1 << iota // payload is the frontend's buffer, see SetRelease
+	flagForever                       // SubmitReq.RetryForever
+	flagRemember                      // SubmitReq.Remember, until its note is made
+)
+
+func (j *Job) is(f jobFlags) bool { return j.flags&f != 0 }
+
+func (j *Job) set(f jobFlags, on bool) {
+	if on {
+		j.flags |= f
+	} else {
+		j.flags &^= f
+	}
+}
+
+// bigPayload is plen for a payload too long for it, kept in ext.held.
 const bigPayload = ^uint32(0)
+
+// uniqueInExt is ulen for a unique too long to follow the Job, kept in
+// ext.unique.
+const uniqueInExt = ^uint16(0)
 
 // jobExt is what only some jobs need: a timer (a due time, a run timeout)
 // and the attributes a submit or a requeue may set. Keeping it out of Job
@@ -92,14 +114,17 @@ type jobExt struct {
 	when      int64         // unix seconds the job was asked to run at; 0 = at once
 	timeout   time.Duration // each attempt's run timeout; 0 = the ability's
 	counter   int64         // SubmitReq.Counter plus every RequeueReq.Step
+	started   int64         // when the latest attempt began, 1 + ns after the scheduler's epoch; 0 = never or not recorded (see grab)
 	prevStart int64         // started of the attempt before the latest, see Attempt
 	queueWait time.Duration // SubmitReq.QueueTimeout
+	num, den  uint32        // the latest status its worker reported (Update's Data and Den)
 
 	// Set before the job is published, or by a replace of a waiting job,
-	// and flagged in Job.attrs and Job.plen, so that a frontend reads them
-	// without a lock.
-	reducer    string // the reducer function of a map/reduce job
-	bigPayload []byte // a payload of 4 GiB or more
+	// and flagged in Job.attrs, Job.plen and Job.ulen, so that a frontend
+	// reads them without a lock.
+	reducer string // the reducer function of a map/reduce job
+	unique  string // a unique too long to follow the Job (uniqueInExt)
+	held    []byte // the payload, whole, when it is the frontend's (flagOwned, for its release) or of 4 GiB or more
 
 	// Dependencies, see deps.go.
 	blocked int32    // predecessors not ended yet (+1 while edges are made)
@@ -107,64 +132,104 @@ type jobExt struct {
 	after   []Key    // every predecessor it was submitted with, for its record
 }
 
-// A job and a small payload share one allocation, so a typical queued job
-// costs one malloc instead of two: with a million jobs queued, allocation
-// was a fifth of the server's time in background submits. The sizes fill
-// Go's 160- to 256-byte size classes, 32 bytes apart; 64 bytes, the payload
-// of the benchmarks, fills the 192-byte one.
-type (
-	jobWithPayload160 struct {
-		Job
-		data [160 - jobSize]byte
-	}
-	jobWithPayload192 struct {
-		Job
-		data [192 - jobSize]byte
-	}
-	jobWithPayload224 struct {
-		Job
-		data [224 - jobSize]byte
-	}
-	jobWithPayload256 struct {
-		Job
-		data [256 - jobSize]byte
-	}
-)
+// A job, its unique and a small payload share one allocation, so a
+// typical queued job costs one malloc instead of three: with a million
+// jobs queued, allocation was a fifth of the server's time in background
+// submits, and each object rounded up to its size class wastes the rest.
+// jobWith is a Job with room for room bytes after it; jobClasses lists
+// the sizes, each one of Go's size classes, so that no byte of an object
+// is wasted but the ones its unique and payload leave over.
+type jobWith[Room any] struct {
+	Job
+	room Room
+}
 
 const jobSize = unsafe.Sizeof(Job{})
 
-// newJob returns a job holding r's payload: r's own buffer when the caller
-// gave it away, else a copy.
+func newJobWith[Room any]() (*Job, []byte) {
+	jw := new(jobWith[Room])
+	return &jw.Job, unsafe.Slice((*byte)(unsafe.Pointer(&jw.room)), unsafe.Sizeof(jw.room))
+}
+
+// jobClasses are Go's size classes from 96 to 512 bytes: a Job with its
+// unique and payload up to maxInline bytes in all is one object of the
+// smallest that holds it.
+var jobClasses = [...]struct {
+	size uintptr // the object's, a size class
+	new  func() (*Job, []byte)
+}{
+	{96, newJobWith[[96 - jobSize]byte]},
+	{112, newJobWith[[112 - jobSize]byte]},
+	{128, newJobWith[[128 - jobSize]byte]},
+	{144, newJobWith[[144 - jobSize]byte]},
+	{160, newJobWith[[160 - jobSize]byte]},
+	{176, newJobWith[[176 - jobSize]byte]},
+	{192, newJobWith[[192 - jobSize]byte]},
+	{208, newJobWith[[208 - jobSize]byte]},
+	{224, newJobWith[[224 - jobSize]byte]},
+	{240, newJobWith[[240 - jobSize]byte]},
+	{256, newJobWith[[256 - jobSize]byte]},
+	{288, newJobWith[[288 - jobSize]byte]},
+	{320, newJobWith[[320 - jobSize]byte]},
+	{352, newJobWith[[352 - jobSize]byte]},
+	{384, newJobWith[[384 - jobSize]byte]},
+	{416, newJobWith[[416 - jobSize]byte]},
+	{448, newJobWith[[448 - jobSize]byte]},
+	{480, newJobWith[[480 - jobSize]byte]},
+	{512, newJobWith[[512 - jobSize]byte]},
+}
+
+// maxInline is the most bytes of unique and payload a job holds in its
+// own allocation. A longer payload has one of its own; a unique longer
+// than that is ext.unique.
+const maxInline = 512 - int(jobSize)
+
+// allocJob returns a new Job with room for n bytes after it (n <=
+// maxInline), in the smallest object that holds them.
+func allocJob(n int) (*Job, []byte) {
+	need := jobSize + uintptr(n)
+	for _, c := range jobClasses {
+		if c.size >= need {
+			j, room := c.new()
+			return j, room[:n:n]
+		}
+	}
+	panic("sched: job room over maxInline")
+}
+
+// newJob returns a job holding r's unique and payload: the payload is r's
+// own buffer when the caller gave it away, else a copy.
 func newJob(r *SubmitReq) *Job {
-	n := len(r.Payload)
-	var j *Job
-	var data []byte
+	u, p := len(r.Unique), len(r.Payload)
+	longUnique := u > maxInline
+	if longUnique {
+		u = 0
+	}
+	inline := !r.OwnPayload && u+p <= maxInline
+	n := u
+	if inline {
+		n += p
+	}
+	j, room := allocJob(n)
+	if longUnique {
+		j.ulen = uniqueInExt
+		j.more().unique = string(r.Unique)
+	} else {
+		j.ulen = uint16(u)
+		copy(room, r.Unique)
+	}
 	switch {
 	case r.OwnPayload:
-		j = &Job{owned: true}
+		j.flags |= flagOwned
 		j.setPayload(r.Payload) // its capacity is Release's to reuse
-		return j
-	case n == 0:
-		return &Job{}
-	case n <= len(jobWithPayload160{}.data):
-		jp := &jobWithPayload160{}
-		j, data = &jp.Job, jp.data[:n:n]
-	case n <= len(jobWithPayload192{}.data):
-		jp := &jobWithPayload192{}
-		j, data = &jp.Job, jp.data[:n:n]
-	case n <= len(jobWithPayload224{}.data):
-		jp := &jobWithPayload224{}
-		j, data = &jp.Job, jp.data[:n:n]
-	case n <= len(jobWithPayload256{}.data):
-		jp := &jobWithPayload256{}
-		j, data = &jp.Job, jp.data[:n:n]
+	case inline:
+		if p > 0 {
+			copy(room[u:], r.Payload)
+			j.setPayload(room[u : u+p : u+p])
+		}
 	default:
-		j = &Job{}
 		j.setPayload(append([]byte(nil), r.Payload...))
-		return j
 	}
-	copy(data, r.Payload)
-	j.setPayload(data)
 	return j
 }
 
@@ -173,26 +238,42 @@ func newJob(r *SubmitReq) *Job {
 func (j *Job) payload() []byte {
 	switch {
 	case j.plen == bigPayload:
-		return j.ext.bigPayload
+		return j.ext.held
 	case j.pdata == nil:
 		return nil
 	}
-	return unsafe.Slice(j.pdata, j.pcap)[:j.plen]
+	return unsafe.Slice(j.pdata, j.plen)
 }
 
 // setPayload makes p the job's payload. Caller holds the job's shard lock
 // (or is its only owner, before Submit publishes it), and the job is
-// waiting: no worker holds it.
+// waiting: no worker holds it. A payload the frontend gave away
+// (flagOwned, set first) is kept whole in ext.lent too, for its release.
 func (j *Job) setPayload(p []byte) {
 	if j.ext != nil {
-		j.ext.bigPayload = nil
+		j.ext.held = nil
 	}
-	if uint64(cap(p)) >= uint64(bigPayload) {
-		j.pdata, j.pcap, j.plen = nil, 0, bigPayload
-		j.more().bigPayload = p
+	if j.is(flagOwned) && p != nil {
+		j.more().held = p
+	}
+	if uint64(len(p)) >= uint64(bigPayload) {
+		j.pdata, j.plen = nil, bigPayload
+		j.more().held = p
 		return
 	}
-	j.pdata, j.plen, j.pcap = unsafe.SliceData(p), uint32(len(p)), uint32(cap(p))
+	j.pdata, j.plen = unsafe.SliceData(p), uint32(len(p))
+	if len(p) == 0 {
+		j.pdata = nil
+	}
+}
+
+// lent is the payload the frontend gave away (flagOwned), whole, for its
+// release.
+func (j *Job) lent() []byte {
+	if j.ext == nil {
+		return nil
+	}
+	return j.ext.held
 }
 
 // more returns the job's jobExt, making it on first use. Caller holds the
@@ -219,6 +300,14 @@ func (j *Job) stopClock(w *wheel) {
 	}
 }
 
+// started is when the job's latest attempt began (see jobExt.started).
+func (j *Job) started() int64 {
+	if j.ext == nil {
+		return 0
+	}
+	return j.ext.started
+}
+
 // late lists the workers whose run timeout the job overran (see
 // reportedBy); nil for most jobs.
 func (j *Job) late() []*Worker {
@@ -233,7 +322,7 @@ func (j *Job) key() string {
 	if j.attrs&attrByPayload != 0 {
 		return bytesString(j.payload())
 	}
-	return j.unique
+	return j.Unique()
 }
 
 // ID is the job's id; its low bits name the shard.
@@ -242,8 +331,19 @@ func (j *Job) ID() uint64 { return j.id }
 // Func is the function name.
 func (j *Job) Func() string { return j.fn.name }
 
-// Unique is the client-given unique id ("" when none).
-func (j *Job) Unique() string { return j.unique }
+// Unique is the client-given unique id ("" when none). It lies in the
+// job's own allocation, just past the Job (see newJob), and a string of
+// it keeps the whole job alive: the scheduler copies what it keeps after
+// the job ends.
+func (j *Job) Unique() string {
+	switch j.ulen {
+	case 0:
+		return ""
+	case uniqueInExt:
+		return j.ext.unique
+	}
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(j), jobSize)), j.ulen)
+}
 
 // Payload is the workload; callers must not modify it.
 func (j *Job) Payload() []byte { return j.payload() }

@@ -192,8 +192,8 @@ func (s *Sched) Waiting(name []byte, limit int) ([]WaitingJob, bool) {
 	out := make([]WaitingJob, 0, min(limit, f.queued()))
 	for p := range f.queues {
 		for j := f.queues[p].head; j != nil && len(out) < limit; j = j.next {
-			w := WaitingJob{ID: j.id, Unique: j.unique, Priority: j.prio, Background: j.background,
-				Retries: j.retries, Clients: int(j.nlisteners)}
+			w := WaitingJob{ID: j.id, Unique: j.Unique(), Priority: j.prio, Background: j.background,
+				Retries: j.retries, Clients: j.clients()}
 			if now != 0 && j.stamp != 0 {
 				w.Wait = time.Duration(now - j.stamp)
 			}
@@ -242,12 +242,12 @@ func (w *Worker) Held(dst []HeldJob) []HeldJob {
 		sh := s.shardOf(id)
 		sh.mu.Lock()
 		if j := sh.job(id); j != nil && j.worker == w && j.state == stateRunning {
-			h := HeldJob{ID: j.id, Func: j.fn.name, Unique: j.unique}
+			h := HeldJob{ID: j.id, Func: j.fn.name, Unique: j.Unique()}
 			switch {
 			case j.stamp != 0:
 				h.For = time.Duration(s.latency() - j.stamp)
-			case j.started != 0:
-				h.For = s.clock.Now().Sub(s.epoch.Add(time.Duration(j.started - 1)))
+			case j.started() != 0:
+				h.For = s.clock.Now().Sub(s.epoch.Add(time.Duration(j.started() - 1)))
 			}
 			dst = append(dst, h)
 		}

@@ -82,14 +82,15 @@ func (s *Sched) restore(r *Record) error {
 	}
 	f := s.function(sh, []byte(r.Func))
 	j.fn = f
-	if key := j.key(); key != "" {
-		if f.uniqueJob(key) != nil {
-			sh.settle(f)
-			return fmt.Errorf("sched: unique %q stored twice", key)
-		}
-		sh.addUnique(f, key, j)
+	key := j.key()
+	if key != "" && f.uniqueJob(key) != nil {
+		sh.settle(f)
+		return fmt.Errorf("sched: unique %q stored twice", key)
 	}
 	sh.jobs.put(seq, j)
+	if key != "" {
+		sh.addUnique(f, key, j) // after: the index finds its jobs in the table
+	}
 	if len(r.After) > 0 {
 		sh.block(j) // linked once every job is back, see Replay
 	} else {

@@ -319,10 +319,10 @@ func (s *Sched) function(sh *shard, name []byte) *function {
 // forget removes a finished job from the shard's indexes. Caller holds sh.mu.
 func (sh *shard) forget(j *Job) {
 	sh.note(j)
-	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	if k := j.key(); k != "" && j.fn.uniqueJob(k) == j {
-		sh.forgetUnique(j.fn, k)
+		sh.forgetUnique(j.fn, k) // first: the index finds its jobs in the table
 	}
+	sh.jobs.remove(j.id>>sh.bits, sh.seq.Load())
 	j.state = stateDone
 	if j.ext != nil {
 		for _, w := range j.ext.late {
@@ -332,8 +332,8 @@ func (sh *shard) forget(j *Job) {
 		}
 		j.ext.late = nil
 	}
-	if j.owned {
-		sh.s.giveBack(j.src, j.payload())
+	if j.is(flagOwned) {
+		sh.s.giveBack(j.src, j.lent())
 		j.setPayload(nil)
 	}
 	sh.settle(j.fn)
@@ -465,11 +465,11 @@ func (s *Sched) submit(c *Client, r *SubmitReq) (uint64, error) {
 		sh.mu.Unlock()
 		return 0, ErrClosed
 	}
-	if key != "" {
-		sh.addUnique(f, key, j)
-	}
 	sh.jobs.put(j.id>>s.shardBits, j)
-	r.Kept = j.owned
+	if key != "" {
+		sh.addUnique(f, key, j) // after: the index finds its jobs in the table
+	}
+	r.Kept = j.is(flagOwned)
 	sh.count(f, j.src, EventSubmitted)
 	if len(r.After) > 0 {
 		sh.block(j)
@@ -631,17 +631,21 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 	if !blocked {
 		sh.unplace(j)
 	}
-	if j.owned {
-		sh.s.giveBack(j.src, j.payload())
+	if j.is(flagOwned) {
+		sh.s.giveBack(j.src, j.lent())
 	}
 	// fresh's payload may lie in fresh's own allocation; j keeps it alive.
-	j.setPayload(fresh.payload())
-	j.owned = fresh.owned
-	r.Kept = fresh.owned
+	p := fresh.payload()
+	if fresh.is(flagOwned) {
+		p = fresh.lent() // whole, for its release
+	}
+	j.set(flagOwned, fresh.is(flagOwned))
+	j.setPayload(p)
+	r.Kept = fresh.is(flagOwned)
 	j.setReducer(fresh.Reducer())
 	j.prio = fresh.prio
 	j.background = j.background || fresh.background
-	j.forever = fresh.forever
+	j.set(flagForever, fresh.is(flagForever))
 	j.retries = 0
 	if fresh.ext != nil || j.ext != nil {
 		x, y := j.more(), fresh.more()
@@ -667,17 +671,16 @@ func (s *Sched) replace(sh *shard, c *Client, j, fresh *Job, r *SubmitReq, rec [
 // Submit and Replay both make jobs here.
 func buildJob(r *SubmitReq) *Job {
 	j := newJob(r)
-	j.unique = string(r.Unique)
 	if len(r.Reducer) > 0 {
 		j.setReducer(string(r.Reducer))
 	}
 	j.prio = r.Priority
 	j.background = r.Background
-	j.forever = r.RetryForever
+	j.set(flagForever, r.RetryForever)
 	if r.CoalesceOnPayload {
 		j.attrs |= attrByPayload
 	}
-	j.remember = r.Remember
+	j.set(flagRemember, r.Remember)
 	if r.When != 0 || r.Timeout != 0 || r.Counter != 0 || len(r.After) > 0 || r.QueueTimeout > 0 {
 		x := j.more()
 		x.when, x.timeout, x.counter, x.queueWait = r.When, r.Timeout, r.Counter, r.QueueTimeout
@@ -690,8 +693,8 @@ func buildJob(r *SubmitReq) *Job {
 // Store.Encode.
 func (s *Sched) encode(j *Job, fn string) []byte {
 	r := records.Get().(*Record)
-	*r = Record{ID: j.id, Func: fn, Unique: j.unique, Payload: j.payload(), Reducer: j.Reducer(),
-		Priority: j.prio, RetryForever: j.forever, CoalesceOnPayload: j.attrs&attrByPayload != 0, Remember: j.remember}
+	*r = Record{ID: j.id, Func: fn, Unique: j.Unique(), Payload: j.payload(), Reducer: j.Reducer(),
+		Priority: j.prio, RetryForever: j.is(flagForever), CoalesceOnPayload: j.attrs&attrByPayload != 0, Remember: j.is(flagRemember)}
 	if x := j.ext; x != nil {
 		r.When, r.Timeout, r.Counter, r.After = x.when, x.timeout, x.counter, x.after
 	}

@@ -1,6 +1,9 @@
 package sched
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 func TestJobTable(t *testing.T) {
 	var tb jobTable
@@ -132,7 +135,7 @@ func TestJobTableWalkResumes(t *testing.T) {
 		stored++
 	}
 	const (
-		ended  = 2*pageSize + 1 // 2049: stored, ahead of the walk when it changes
+		ended  = 2*pageSize + 1 // stored, ahead of the walk when it changes
 		behind = 7 * 147        // 1029: on page 1, never stored
 		ahead  = 4 * pageSize   // a new page
 	)
@@ -176,5 +179,12 @@ func TestJobTableWalkResumes(t *testing.T) {
 	var empty jobTable
 	if _, done := empty.walk(0, 1, func(*Job) { t.Fatal("job in an empty table") }); !done {
 		t.Fatal("walk of an empty table not done")
+	}
+}
+
+// A page is 8 KiB, one of Go's size classes: not a byte over.
+func TestJobPageFillsItsSizeClass(t *testing.T) {
+	if size := unsafe.Sizeof(jobPage{}); size != 8192 {
+		t.Errorf("a page is %d bytes, want 8192", size)
 	}
 }

@@ -309,12 +309,11 @@ func (w *Worker) grab(a *Attempt) *Job {
 		// The clock is read only for a job that shows when it ran (a caller
 		// that asks for the Attempt, a job with attributes) or that will
 		// time out: a plain Gearman grab does without it.
-		if a != nil || timeout > 0 || j.ext != nil || j.forever {
+		if a != nil || timeout > 0 || j.ext != nil || j.is(flagForever) {
 			now := w.s.clock.Now()
-			if j.started != 0 {
-				j.more().prevStart = j.started
-			}
-			j.started = int64(now.Sub(w.s.epoch)) + 1 // never 0: 0 means never started
+			x := j.more()
+			x.prevStart = x.started
+			x.started = int64(now.Sub(w.s.epoch)) + 1 // never 0: 0 means never started
 			if timeout > 0 {
 				sh.wheel.arm(j.clock(timerTimeout), w.s.deadline(now.Add(timeout)))
 			}
@@ -338,7 +337,7 @@ func (w *Worker) grab(a *Attempt) *Job {
 
 // attempt fills a for a job just grabbed. Caller holds j's shard lock.
 func (s *Sched) attempt(j *Job, timeout time.Duration, a *Attempt) {
-	*a = Attempt{Timeout: timeout, Started: s.wallOf(j.started)}
+	*a = Attempt{Timeout: timeout, Started: s.wallOf(j.started())}
 	if x := j.ext; x != nil {
 		a.When, a.Counter, a.PrevStarted = x.when, x.counter, s.wallOf(x.prevStart)
 	}
@@ -458,10 +457,10 @@ func (w *Worker) Update(id uint64, u *Update) error {
 		return ErrNotFound
 	}
 	if u.Kind == Status {
-		j.num = atou32(u.Data)
-		j.den = atou32(u.Den)
+		x := j.more()
+		x.num, x.den = atou32(u.Data), atou32(u.Den)
 	}
-	if j.forever && (u.Kind == Fail || u.Kind == Exception) {
+	if j.is(flagForever) && (u.Kind == Fail || u.Kind == Exception) {
 		// A failed attempt at a job that retries for ever is no news for
 		// its listeners: back to the queue (unless w's attempt was already
 		// given up on, see reportedBy).
@@ -776,19 +775,19 @@ func (s *Sched) retry(j *Job, w *Worker, timedOut bool) {
 		x.late = append(x.late, w)
 	}
 	f := j.fn
-	if !j.forever {
+	if !j.is(flagForever) {
 		j.retries++
 	}
 	if timedOut {
 		sh.count(f, j.src, EventTimedOut)
 	}
 	switch {
-	case !j.forever && s.retries > 0 && j.retries >= s.retries:
+	case !j.is(flagForever) && s.retries > 0 && j.retries >= s.retries:
 		failed = collect(nil, j, true)
 		sh.count(f, j.src, EventFailed)
 		s.failed(j, FailRetries, w, "", nil, false)
 		s.finish(sh, j)
-	case !j.background && j.nlisteners == 0:
+	case !j.background && j.listeners == nil:
 		s.finish(sh, j) // nobody is waiting for it any more
 	default:
 		if !s.putBack(sh, j, 0, false, &wake) {

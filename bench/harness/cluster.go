@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard/bench/netns"
 	"switchyard/engine/tlstest"
 )
 
@@ -51,6 +52,12 @@ type ClusterConfig struct {
 	// Timeout bounds each wait: a node's start, an election, a member
 	// added; 0 means 30 s.
 	Timeout time.Duration
+	// Net, when set, runs each node in a network namespace of its own on
+	// Net's bridge, with 127.0.0.1 in its arguments (and in the cluster's
+	// own, --cluster-listen) replaced by its address there, and the
+	// cluster's clients (Dial) in one more: Cut and Heal then cut a node
+	// off from the others while clients still reach it.
+	Net *netns.Net
 }
 
 // Cluster is a switchyard cluster of processes on loopback, started
@@ -58,14 +65,18 @@ type ClusterConfig struct {
 // on a Raft port the kernel picks, and the first bootstraps a cluster of
 // them all (--cluster-peers with their addresses); the others, with no
 // configuration of their own, follow the first leader that reaches them.
-// Each node says where it listens in its log lines ("cluster node" with
-// its Raft address; "listening" with every protocol's and its role), which
-// is how the cluster finds its nodes and its leader.
+// (A membership change needs the operator API's token or a client
+// certificate, so the cluster is not grown by "cluster add".) Each node
+// says where it listens in its log lines ("cluster node" with its Raft
+// address; "listening" with every protocol's and its role), which is how
+// the cluster finds its nodes and its leader.
 type Cluster struct {
 	cfg   ClusterConfig
 	Nodes []*ClusterNode
 	token string // the ops token, with Ops
 	certs string // the directory of the nodes' certificates, with TLS
+	// clients is the namespace the clients dial from (Net set).
+	clients *netns.NS
 
 	mu    sync.Mutex
 	prior time.Duration // CPU of the node processes killed or stopped
@@ -77,7 +88,16 @@ type ClusterNode struct {
 	ID  string
 	Dir string
 
+	ns  *netns.NS // with ClusterConfig.Net
 	cur atomic.Pointer[nodeProc]
+}
+
+// Host is the address the node listens on: 127.0.0.1, or its namespace's.
+func (n *ClusterNode) Host() string {
+	if n.ns != nil {
+		return n.ns.IP
+	}
+	return "127.0.0.1"
 }
 
 // nodeProc is one process of a node.
@@ -106,8 +126,23 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if err := c.prepare(); err != nil {
 		return nil, err
 	}
+	if cfg.Net != nil {
+		var err error
+		if c.clients, err = cfg.Net.Add("clients"); err != nil {
+			return nil, err
+		}
+	}
 	for i := range cfg.Nodes {
-		c.Nodes = append(c.Nodes, &ClusterNode{ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))})
+		n := &ClusterNode{ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))}
+		if cfg.Net != nil {
+			ns, err := cfg.Net.Add(n.ID)
+			if err != nil {
+				c.Stop()
+				return nil, err
+			}
+			n.ns = ns
+		}
+		c.Nodes = append(c.Nodes, n)
 	}
 	// The others first, for their Raft addresses; then the first, which
 	// bootstraps the cluster of them all.
@@ -169,7 +204,8 @@ func (c *Cluster) prepare() error {
 }
 
 // args are n's arguments: the cluster's, then Args, with Ops's
-// --metrics-listen in place of theirs.
+// --metrics-listen in place of theirs. In a namespace (Net) the nodes
+// listen off loopback: without TLS they are told --cluster-insecure.
 func (c *Cluster) args(n *ClusterNode, peers []string) []string {
 	args := []string{"--node-id", n.ID, "--cluster-listen", "127.0.0.1:0", "--data-dir", n.Dir, "-l", "stderr"}
 	if len(peers) > 0 {
@@ -179,6 +215,10 @@ func (c *Cluster) args(n *ClusterNode, peers []string) []string {
 	if c.cfg.TLS {
 		args = append(args, "--cluster-tls-cert", filepath.Join(c.certs, n.ID+".pem"), "--cluster-tls-key", filepath.Join(c.certs, n.ID+".key"),
 			"--cluster-tls-ca", filepath.Join(c.certs, "ca.pem"))
+	} else if c.cfg.Net != nil {
+		// Off loopback, in a namespace: plain TCP between the nodes only
+		// when said so.
+		args = append(args, "--cluster-insecure")
 	}
 	rest := slices.Clone(c.cfg.Args)
 	if c.cfg.Ops {
@@ -196,8 +236,15 @@ func (c *Cluster) start(n *ClusterNode, peers []string) error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
-	p := &nodeProc{cmd: exec.Command(c.cfg.Path, c.args(n, peers)...), exited: make(chan struct{}),
-		log: &noticeLog{tail: tail{max: 16 << 10}}}
+	args := c.args(n, peers)
+	cmd := exec.Command(c.cfg.Path, args...)
+	if n.ns != nil {
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "127.0.0.1", n.ns.IP)
+		}
+		cmd = n.ns.Command(c.cfg.Path, args...)
+	}
+	p := &nodeProc{cmd: cmd, exited: make(chan struct{}), log: &noticeLog{tail: tail{max: 16 << 10}}}
 	var out io.Writer = p.log
 	if c.cfg.Log != nil {
 		out = io.MultiWriter(p.log, newPrefixWriter(c.cfg.Log, n.ID+" "))
@@ -251,7 +298,7 @@ func (c *Cluster) join(ctx context.Context, n *ClusterNode) error {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Switchyard-Token", c.token)
-	resp, err := (&http.Client{Timeout: adminTimeout}).Do(req)
+	resp, err := (&http.Client{Timeout: adminTimeout, Transport: &http.Transport{DialContext: c.Dial}}).Do(req)
 	if err != nil {
 		return fmt.Errorf("add %s %s on %s: %w", n.ID, raft, l.ID, err)
 	}
@@ -300,7 +347,7 @@ func (c *Cluster) Leader(ctx context.Context) (*ClusterNode, error) {
 			if role != "leader" {
 				continue
 			}
-			if pid, err := GetpidAt(n.Addr("gearman"), time.Second); err == nil && pid == n.PID() {
+			if pid, err := GetpidVia(c.Dial, n.Addr("gearman"), time.Second); err == nil && pid == n.PID() {
 				leader = n
 				return true, ""
 			}
@@ -332,7 +379,7 @@ func (c *Cluster) WaitServing(ctx context.Context, n *ClusterNode) error {
 		if err := n.Alive(); err != nil {
 			return false, err.Error()
 		}
-		pid, err := GetpidAt(n.Addr("gearman"), time.Second)
+		pid, err := GetpidVia(c.Dial, n.Addr("gearman"), time.Second)
 		return err == nil && pid == l.PID(), fmt.Sprintf("getpid through %s: %d, %v; the leader, %s, is %d", n.ID, pid, err, l.ID, l.PID())
 	})
 }
@@ -344,7 +391,7 @@ func (c *Cluster) WaitCaughtUp(ctx context.Context, n *ClusterNode) error {
 		return err
 	}
 	return c.poll(ctx, n.ID+" caught up", func() (bool, string) {
-		text, err := AdminCommand(l.Addr("gearman"), "cluster")
+		text, err := AdminCommandVia(c.Dial, l.Addr("gearman"), "cluster")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -355,6 +402,39 @@ func (c *Cluster) WaitCaughtUp(ctx context.Context, n *ClusterNode) error {
 		i := slices.IndexFunc(members, func(m Member) bool { return m.ID == n.ID })
 		return i >= 0 && members[i].Lag == 0, text
 	})
+}
+
+// Dial opens a connection as the cluster's clients do: from their
+// namespace, with ClusterConfig.Net.
+func (c *Cluster) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.clients != nil {
+		return c.clients.Dial(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// Cut cuts n off from the other nodes, both ways; the clients still reach
+// it. It needs ClusterConfig.Net.
+func (c *Cluster) Cut(n *ClusterNode) error {
+	if c.cfg.Net == nil || n.ns == nil {
+		return errors.New("cluster: no network namespaces to cut")
+	}
+	var others []*netns.NS
+	for _, o := range c.Nodes {
+		if o != n {
+			others = append(others, o.ns)
+		}
+	}
+	return c.cfg.Net.Partition([]*netns.NS{n.ns}, others)
+}
+
+// Heal removes every cut.
+func (c *Cluster) Heal() error {
+	if c.cfg.Net == nil {
+		return errors.New("cluster: no network namespaces to heal")
+	}
+	return c.cfg.Net.Heal()
 }
 
 // Kill kills n with SIGKILL, as a crash would, and returns once it has
@@ -511,6 +591,7 @@ type noticeLog struct {
 	mu      sync.Mutex
 	partial []byte
 	notices map[string]map[string]any
+	times   map[string]time.Time // of the latest of each, by its stamp
 	tail    tail
 }
 
@@ -524,11 +605,19 @@ func (l *noticeLog) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		if msg, fields, ok := ParseNotice(string(l.partial[:i])); ok {
+		line := string(l.partial[:i])
+		if msg, fields, ok := ParseNotice(line); ok {
 			if l.notices == nil {
 				l.notices = make(map[string]map[string]any)
+				l.times = make(map[string]time.Time)
 			}
 			l.notices[msg] = fields
+			stamp, _, _ := strings.Cut(line, "\t")
+			if at, err := time.Parse(logTimeLayout, stamp); err == nil {
+				l.times[msg] = at
+			} else {
+				delete(l.times, msg)
+			}
 		}
 		l.partial = l.partial[i+1:]
 	}
@@ -546,6 +635,19 @@ func (l *noticeLog) latest(msg string) (map[string]any, bool) {
 }
 
 func (l *noticeLog) String() string { return l.tail.String() }
+
+// logTimeLayout is a log line's time stamp (zap's ISO 8601 encoder).
+const logTimeLayout = "2006-01-02T15:04:05.000Z0700"
+
+// NoticeTime is when the node logged its latest notice msg (the line's
+// own time stamp), if it has.
+func (n *ClusterNode) NoticeTime(msg string) (time.Time, bool) {
+	l := n.cur.Load().log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.times[msg]
+	return at, ok
+}
 
 // ParseNotice parses one of switchyard's log lines at level notice, as
 // -l stderr writes them: time, "notice", the message and its fields as a
@@ -632,11 +734,26 @@ const adminTimeout = 15 * time.Second
 
 // AdminCommand sends one Gearman admin command on a connection of its own
 // and returns the answer: a line, or a listing up to ".\n".
-func AdminCommand(addr, cmd string) (string, error) {
+func AdminCommand(addr, cmd string) (string, error) { return AdminCommandVia(nil, addr, cmd) }
+
+// Dialer dials as net.Dialer's DialContext does; nil is net.Dialer.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (d Dialer) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	if d == nil {
+		return net.DialTimeout(network, addr, timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d(ctx, network, addr)
+}
+
+// AdminCommandVia is AdminCommand on a connection dial opens.
+func AdminCommandVia(dial Dialer, addr, cmd string) (string, error) {
 	if addr == "" {
 		return "", errors.New("no address")
 	}
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	conn, err := dial.dial("tcp", addr, 2*time.Second)
 	if err != nil {
 		return "", err
 	}

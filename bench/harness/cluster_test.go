@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseNotice(t *testing.T) {
@@ -38,6 +39,7 @@ func TestNoticeLog(t *testing.T) {
 	out := "t\tnotice\tcluster node\t{\"raft\": \"127.0.0.1:1\"}\n" +
 		"t\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:2\"], \"role\": \"follower\"}\n" +
 		"t\tinfo\tsomething\t{}\n" +
+		"2026-11-26T18:38:57.050+0100\tnotice\telected\t{\"term\": 3}\n" +
 		"t\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:3\"], \"role\": \"leader\"}\n" +
 		"t\tnotice\tlistening\t{\"gearman\": [\"127.0.0.1:4\"], \"role\": \"follo" // not yet whole
 	for _, size := range []int{1, 7, len(out)} {
@@ -53,6 +55,12 @@ func TestNoticeLog(t *testing.T) {
 		}
 		if f, ok := l.latest("cluster node"); !ok || f["raft"] != "127.0.0.1:1" {
 			t.Errorf("writes of %d: cluster node %v", size, f)
+		}
+		if at := l.times["elected"]; !at.Equal(time.Date(2026, 11, 26, 17, 38, 57, 50e6, time.UTC)) {
+			t.Errorf("writes of %d: the elected line's time %v", size, at)
+		}
+		if _, ok := l.times["listening"]; ok {
+			t.Errorf("writes of %d: a time for a line with no stamp", size)
 		}
 		if _, ok := l.latest("something"); ok {
 			t.Errorf("writes of %d: an info line taken", size)

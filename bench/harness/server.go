@@ -172,11 +172,14 @@ func Getpid(c net.Conn, wait time.Duration) (int, error) {
 // GetpidAt is Getpid on a connection of its own to addr, dialled and
 // answered within wait each. (A cluster node's relay with no leader holds
 // a connection for seconds.)
-func GetpidAt(addr string, wait time.Duration) (int, error) {
+func GetpidAt(addr string, wait time.Duration) (int, error) { return GetpidVia(nil, addr, wait) }
+
+// GetpidVia is GetpidAt on a connection dial opens.
+func GetpidVia(dial Dialer, addr string, wait time.Duration) (int, error) {
 	if addr == "" {
 		return 0, errors.New("no address")
 	}
-	conn, err := net.DialTimeout("tcp", addr, wait)
+	conn, err := dial.dial("tcp", addr, wait)
 	if err != nil {
 		return 0, err
 	}

@@ -15,7 +15,12 @@ import (
 // (queued and running; none if it lists no such function).
 func QueuedJobs(ctx context.Context, addr, function string) (int64, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	return QueuedJobsVia(ctx, d.DialContext, addr, function)
+}
+
+// QueuedJobsVia is QueuedJobs on a connection dial opens.
+func QueuedJobsVia(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, function string) (int64, error) {
+	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return 0, err
 	}

@@ -46,6 +46,10 @@ type Client struct {
 	Payload    []byte
 	InFlight   int
 	Background bool
+	// Unique is the length of the unique each submit carries: UUIDLen, a
+	// UUID in text as libgearman sends with every job, different for every
+	// job; or 0, none.
+	Unique int
 	// Pool, when set, bounds the jobs in the server: each submit takes a
 	// token first, which the worker that gets the job gives back
 	// (Worker.Pool). It is for background jobs, which leave the client
@@ -98,7 +102,8 @@ type clientConn struct {
 	early       []earlyResult
 	outstanding int
 	submitting  bool
-	token       bool // a Pool token taken for the next submit
+	token       bool      // a Pool token taken for the next submit
+	uniques     *uuidText // nil: submits carry no unique
 }
 
 // Run connects and submits until the phase ends or its budget is spent,
@@ -106,6 +111,9 @@ type clientConn struct {
 func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
 	if c.InFlight < 1 {
 		return ClientResult{}, fmt.Errorf("client: InFlight %d < 1", c.InFlight)
+	}
+	if c.Unique != 0 && c.Unique != UUIDLen {
+		return ClientResult{}, fmt.Errorf("client: Unique %d: want %d (a UUID) or 0", c.Unique, UUIDLen)
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", c.Addr)
@@ -128,6 +136,9 @@ func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
 	}
 	if c.Background {
 		cc.submitType = typeSubmitJobBg
+	}
+	if c.Unique != 0 {
+		cc.uniques = newUUIDText()
 	}
 	stop := context.AfterFunc(ctx, func() {
 		cc.cancelled.Store(true)
@@ -219,7 +230,11 @@ func (cc *clientConn) fill(now time.Time) error {
 			return cc.stopSubmitting(now)
 		}
 		cc.token = false
-		if err := writePacket(cc.w, cc.submitType, []byte(cc.Function), nil, cc.Payload); err != nil {
+		var unique []byte
+		if cc.uniques != nil {
+			unique = cc.uniques.next()
+		}
+		if err := writePacket(cc.w, cc.submitType, []byte(cc.Function), unique, cc.Payload); err != nil {
 			return err
 		}
 		cc.awaitingCreated[(cc.createdHead+cc.createdLen)%len(cc.awaitingCreated)] = now

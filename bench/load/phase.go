@@ -62,7 +62,10 @@ func (b *Budget) Left() int64 { return max(b.left.Load(), 0) }
 // a scenario can compute the rate of its first and last tenth.
 type Progress struct {
 	Total int64
-	done  atomic.Int64
+	// OnMark, when set, is called with each percent as it is crossed,
+	// on the goroutine whose Add crossed it: it must be quick.
+	OnMark func(pct int)
+	done   atomic.Int64
 	// marks[i] is the UnixNano time at which i% of Total had finished;
 	// marks[0] is set by Begin.
 	marks [101]atomic.Int64
@@ -85,6 +88,9 @@ func (p *Progress) Add(n int64) {
 	// Percent marks crossed by this add; usually none.
 	for pct := before*100/p.Total + 1; pct <= min(after*100/p.Total, 100); pct++ {
 		p.marks[pct].Store(time.Now().UnixNano())
+		if p.OnMark != nil {
+			p.OnMark(int(pct))
+		}
 	}
 }
 

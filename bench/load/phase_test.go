@@ -47,6 +47,13 @@ func TestProgressMarks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := NewProgress(tt.total)
+			var told []int
+			p.OnMark = func(pct int) {
+				if _, ok := p.Mark(pct); !ok {
+					t.Errorf("told of %d%% before its mark was set", pct)
+				}
+				told = append(told, pct)
+			}
 			for _, n := range tt.adds {
 				p.Add(n)
 			}
@@ -58,6 +65,17 @@ func TestProgressMarks(t *testing.T) {
 			for _, pct := range tt.unset {
 				if _, ok := p.Mark(pct); ok {
 					t.Errorf("mark %d%% set after %d of %d", pct, p.Done(), tt.total)
+				}
+			}
+			// OnMark heard of every mark set after 0%, once, in order.
+			for i, pct := range told {
+				if pct != i+1 {
+					t.Fatalf("told of marks %v, want 1, 2, 3, ...", told)
+				}
+			}
+			if last := len(told); last < 100 {
+				if _, ok := p.Mark(last + 1); ok {
+					t.Errorf("mark %d%% set, OnMark not told", last+1)
 				}
 			}
 		})

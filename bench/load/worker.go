@@ -29,6 +29,12 @@ type Worker struct {
 	// Ready, when set, is called once the server has registered the worker,
 	// i.e. when the answer to its first GRAB_JOB arrives.
 	Ready func()
+	// Seen, when set, is called with each job's payload (valid during the
+	// call only).
+	Seen func(payload []byte)
+	// Dial, when set, opens the connection (from another network
+	// namespace); nil is net.Dialer's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // WorkerResult is what one worker connection did.
@@ -38,8 +44,12 @@ type WorkerResult struct {
 
 // Run connects and works until ctx is done.
 func (wk *Worker) Run(ctx context.Context) (WorkerResult, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", wk.Addr)
+	dial := wk.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	conn, err := dial(ctx, "tcp", wk.Addr)
 	if err != nil {
 		return WorkerResult{}, err
 	}
@@ -94,6 +104,9 @@ func (wk *Worker) loop(conn net.Conn) (WorkerResult, error) {
 			wk.Pool.Put()
 			handle, rest := splitArg(body)
 			_, payload := splitArg(rest) // function name, then the payload
+			if wk.Seen != nil {
+				wk.Seen(payload)
+			}
 			result := wk.Result
 			if result == nil {
 				result = payload

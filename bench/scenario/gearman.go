@@ -84,13 +84,19 @@ var bg = &Scenario{
 	run:   runBackground,
 }
 
+// The queue-1m scenarios send a unique with every job, a UUID as
+// libgearman does: every real client sends one, and the server keeps it
+// and indexes it for as long as the job is queued.
+var queueUses = append(bgUses[:len(bgUses):len(bgUses)], "settle", "unique")
+
 var queue1M = &Scenario{
 	Name: "queue-1m",
-	About: "queue the job count in the background with no worker: submit rate of the first and the last 10% and the one over the other (last/first 10%), " +
+	About: "queue the job count in the background with no worker, each job with a unique of its own (a UUID, as libgearman sends): " +
+		"submit rate of the first and the last 10% and the one over the other (last/first 10%), " +
 		"RSS when full and per job (less the RSS before the fill), then drain and RSS after",
-	Uses:  append(bgUses[:len(bgUses):len(bgUses)], "settle"),
-	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
-	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
+	Uses:  queueUses,
+	Full:  Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
+	Quick: Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
 	run:   runQueue,
 }
 
@@ -107,10 +113,10 @@ var bgDurable = &Scenario{
 var queue1MDurable = &Scenario{
 	Name:    "queue-1m-durable",
 	About:   "queue-1m against the durable queues (switchyard -q durable, gearmand -q libsqlite3), with a kill -9 and a restart between the fill and the drain: restart_s is how long the restarted server took to accept connections, its stored jobs back",
-	Uses:    append(bgUses[:len(bgUses):len(bgUses)], "settle"),
+	Uses:    queueUses,
 	Durable: true,
-	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
-	Quick:   Params{Clients: 4, InFlight: 64, Payload: 64, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
+	Full:    Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: 180 * time.Second, Settle: 5 * time.Second},
+	Quick:   Params{Clients: 4, InFlight: 64, Payload: 64, Unique: load.UUIDLen, Jobs: 100_000, Workers: 4, Grab: 1, Timeout: 60 * time.Second, Settle: time.Second},
 	run:     runQueue,
 }
 
@@ -307,7 +313,7 @@ func runConns(ctx context.Context, t Target, p Params, out *record.Run) error {
 func fill(ctx context.Context, t Target, p Params, function string, ph *load.Phase, out *record.Run) (clientsResult, time.Duration) {
 	begin := time.Now()
 	cpu := startCPU(t)
-	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), InFlight: p.InFlight, Background: true}
+	client := load.Client{Addr: t.Addr, Function: function, Payload: payloadOf(p.Payload), Unique: p.Unique, InFlight: p.InFlight, Background: true}
 	res := runClients(ctx, p.Clients, client, ph)
 	took := time.Since(begin)
 	cpu.perJob(out, res.finished)
@@ -368,6 +374,7 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 	fillCtx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	progress := load.NewProgress(int64(p.Jobs))
+	cpu := cpuAtTenths(t, progress)
 	ph := &load.Phase{Start: time.Now(), Budget: load.NewBudget(int64(p.Jobs)), Progress: progress, Grace: grace}
 	res, took := fill(fillCtx, t, p, function, ph, out)
 	cancel()
@@ -383,6 +390,11 @@ func runQueue(ctx context.Context, t Target, p Params, out *record.Run) error {
 		setExtra(out, "submit_first10_jobs_per_s", first)
 		setExtra(out, "submit_last10_jobs_per_s", last)
 		out.LastVsFirst10 = last / first
+	}
+	if first, last, ok := cpu.perJob(int64(p.Jobs)); ok {
+		setExtra(out, "submit_first10_cpu_us_per_job", first)
+		setExtra(out, "submit_last10_cpu_us_per_job", last)
+		setExtra(out, "submit_cpu_last10_vs_first10_x", last/first)
 	}
 	if u, err := t.Usage(); err == nil {
 		out.RSSMB = megabytes(u.RSS)
@@ -446,6 +458,56 @@ func tenthRates(p *load.Progress) (first, last float64, ok bool) {
 		return jobs / b.Sub(a).Seconds()
 	}
 	return rate(0, 10), rate(reached-10, reached), true
+}
+
+// tenthsCPU is the server's CPU time as a fill began and as it crossed
+// 10%, 90% and 100% of its jobs. The submit rate of a tenth is what the
+// server got of a shared machine as much as what a job cost it; the CPU
+// it spent on each job of the tenth is the cost alone, much less moved
+// by other work on the machine.
+type tenthsCPU struct {
+	mu sync.Mutex
+	at [4]time.Duration // 0, 10, 90, 100%
+	ok [4]bool
+}
+
+// cpuAtTenths reads t's CPU time now and as p crosses 10%, 90% and 100%.
+func cpuAtTenths(t Target, p *load.Progress) *tenthsCPU {
+	c := &tenthsCPU{}
+	c.read(t, 0)
+	p.OnMark = func(pct int) {
+		switch pct {
+		case 10:
+			c.read(t, 1)
+		case 90:
+			c.read(t, 2)
+		case 100:
+			c.read(t, 3)
+		}
+	}
+	return c
+}
+
+func (c *tenthsCPU) read(t Target, i int) {
+	u, err := t.Usage()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at[i], c.ok[i] = u.CPU, err == nil
+}
+
+// perJob is the server's CPU per job, in µs, in the first and the last
+// tenth of jobs; ok is false unless all four readings were made and both
+// tenths took a measurable time (/proc counts in ticks of 10 ms).
+func (c *tenthsCPU) perJob(jobs int64) (first, last float64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok != [4]bool{true, true, true, true} || jobs < 10 {
+		return 0, 0, false
+	}
+	tenth := float64(jobs) / 10
+	first = float64(c.at[1]-c.at[0]) / float64(time.Microsecond) / tenth
+	last = float64(c.at[3]-c.at[2]) / float64(time.Microsecond) / tenth
+	return first, last, first > 0 && last > 0
 }
 
 // rssPerJob is what each of jobs queued added to the server's RSS, idle

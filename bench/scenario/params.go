@@ -22,7 +22,10 @@ type Params struct {
 	Delay    time.Duration // how long after its submit a Periodic job is due (whole seconds)
 	Pulse    time.Duration // how often a controller worker pulses OK
 	Kills    int           // leaders killed, one a round (cluster-failover)
+	Cuts     int           // leaders cut off from the other nodes, one a round (cluster-failover-cut)
+	Hold     time.Duration // how long a cut lasts
 	Rate     int           // offered jobs/s of an open-loop scenario (a curve's first step)
+	Unique   int           // bytes of the unique each job carries: 36, a UUID's text as libgearman sends, or 0
 }
 
 // Param describes one field of Params for flags and records.
@@ -50,6 +53,9 @@ var AllParams = []Param{
 	{"rate", "offered jobs/s of an open-loop scenario, jobs sent on a fixed schedule and timed from when each was due (fg-curve: its first step)", func(p *Params) any { return &p.Rate }},
 	{"pulse", "how often each controller worker pulses OK; its next_pulse is twice that, rounded up to whole seconds", func(p *Params) any { return &p.Pulse }},
 	{"kills", "leaders killed (kill -9), one a round", func(p *Params) any { return &p.Kills }},
+	{"unique", "bytes of the unique each job carries: 36, a UUID in text, a different one for every job, as libgearman sends with every job; 0 for none", func(p *Params) any { return &p.Unique }},
+	{"cuts", "leaders cut off from the other nodes (the clients still reach them), one a round", func(p *Params) any { return &p.Cuts }},
+	{"hold", "how long a cut lasts, from the cut to the heal", func(p *Params) any { return &p.Hold }},
 }
 
 // LookupParam finds a Param by name.

@@ -83,6 +83,10 @@ type Scenario struct {
 	// JetStream on (Target.NATS): never against a single server.
 	Cluster bool
 	Peer    bool
+	// Netns runs a cluster scenario's nodes in network namespaces of their
+	// own, and its clients in one more (harness.ClusterConfig.Net), so
+	// that it can cut a node off: it needs root.
+	Netns bool
 	// Via is the node a cluster scenario's clients talk to: ViaLeader or
 	// ViaFollower (whose connections the node relays to the leader).
 	Via string
@@ -205,7 +209,7 @@ var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, qu
 	fgRate, fgCurve,
 	httpFg, httpBg, httpRate,
 	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, periodicRate, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, memodbRate, mixed, bgDurable, queue1MDurable,
-	clusterBg, clusterBgTLS, clusterBgFollower, clusterFailover}
+	clusterBg, clusterBgTLS, clusterBgFollower, clusterFailover, clusterFailoverCut}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -1,9 +1,9 @@
 package main
 
-// The user documentation is checked like code: README.md's flag table
-// covers the option table, the README and docs/*.md link only to files and
-// headings that exist, and no file points at material outside the
-// repository. These run in a clean clone (CI): the repository's root is
+// The user documentation is checked like code: the flag table of
+// docs/operating.md covers the option table and the README links to it,
+// the README and docs/*.md link only to files and headings that exist, and
+// no file points at material outside the repository. These run in a clean clone (CI): the repository's root is
 // found from this package's directory.
 
 import (
@@ -44,13 +44,20 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
+// flagPage is the page whose "## Flags" section holds the flag table, and
+// flagLink the link to it that the README must have.
+const (
+	flagPage = "docs/operating.md"
+	flagLink = "docs/operating.md#flags"
+)
+
 // flagTableCells returns the first cell of every row of the tables in
-// README.md's "## Flags" section.
-func flagTableCells(t *testing.T, readme string) []string {
+// the "## Flags" section of flagPage's text.
+func flagTableCells(t *testing.T, page string) []string {
 	t.Helper()
-	_, rest, ok := strings.Cut(readme, "\n## Flags\n")
+	_, rest, ok := strings.Cut(page, "\n## Flags\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Flags" section`)
+		t.Fatalf(`%s has no "## Flags" section`, flagPage)
 	}
 	if i := strings.Index(rest, "\n## "); i >= 0 {
 		rest = rest[:i]
@@ -64,7 +71,7 @@ func flagTableCells(t *testing.T, readme string) []string {
 		cells = append(cells, cell)
 	}
 	if len(cells) == 0 {
-		t.Fatal(`README.md's "## Flags" section has no table`)
+		t.Fatalf(`%s's "## Flags" section has no table`, flagPage)
 	}
 	return cells
 }
@@ -72,11 +79,15 @@ func flagTableCells(t *testing.T, readme string) []string {
 var longFlag = regexp.MustCompile(`--[a-z0-9][a-z0-9-]*`)
 
 // TestDocsFlagTable checks that every option switchyard takes (but the
-// hidden ones) has a row of README.md's flag table naming it, with its
-// short form if it has one, and that the table names no option that does
-// not exist.
+// hidden ones) has a row of the flag table naming it, with its short form
+// if it has one, that the table names no option that does not exist, and
+// that the README says where the table is.
 func TestDocsFlagTable(t *testing.T) {
-	cells := flagTableCells(t, readFile(t, filepath.Join(repoRoot(t), "README.md")))
+	root := repoRoot(t)
+	if !slices.ContainsFunc(links("README.md", readFile(t, filepath.Join(root, "README.md"))), func(l link) bool { return l.target == flagLink }) {
+		t.Errorf("README.md does not link the flag table, %s", flagLink)
+	}
+	cells := flagTableCells(t, readFile(t, filepath.Join(root, flagPage)))
 	documented := map[string]string{} // --long -> its cell
 	for _, c := range cells {
 		for _, f := range longFlag.FindAllString(c, -1) {
@@ -89,16 +100,16 @@ func TestDocsFlagTable(t *testing.T) {
 		}
 		cell, ok := documented["--"+d.long]
 		if !ok {
-			t.Errorf("--%s is not in README.md's flag table", d.long)
+			t.Errorf("--%s is not in %s's flag table", d.long, flagPage)
 			continue
 		}
 		if d.short != 0 && !strings.Contains(cell, "-"+string(d.short)+",") {
-			t.Errorf("README.md's flag table has --%s without -%c", d.long, d.short)
+			t.Errorf("%s's flag table has --%s without -%c", flagPage, d.long, d.short)
 		}
 	}
 	for f := range documented {
 		if d, ok := longOpts[strings.TrimPrefix(f, "--")]; !ok || d.hidden {
-			t.Errorf("README.md's flag table documents %s, which is not an option", f)
+			t.Errorf("%s's flag table documents %s, which is not an option", flagPage, f)
 		}
 	}
 }

@@ -655,18 +655,26 @@ func TestE2EDurableFullDisk(t *testing.T) {
 // addrs: the one that answers HTTP is the metrics'.
 func splitPeriodicMetrics(t *testing.T, addrs []string) (perNet, string) {
 	t.Helper()
+	other, maddr := splitMetrics(t, addrs)
+	return perNet{"tcp", other}, maddr
+}
+
+// splitMetrics tells the metrics listener from the other of two
+// listeners: the one that answers HTTP.
+func splitMetrics(t *testing.T, addrs []string) (other, metrics string) {
+	t.Helper()
 	if len(addrs) != 2 {
-		t.Fatalf("listeners %v, want Periodic's and the metrics'", addrs)
+		t.Fatalf("listeners %v, want a protocol's and the metrics'", addrs)
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	for i, a := range addrs {
 		if resp, err := client.Get("http://" + a + "/healthz"); err == nil {
 			resp.Body.Close()
-			return perNet{"tcp", addrs[1-i]}, a
+			return addrs[1-i], a
 		}
 	}
 	t.Fatalf("none of %v answers HTTP", addrs)
-	return perNet{}, ""
+	return "", ""
 }
 
 // A damaged store stops the start: the server exits 1, before it listens,

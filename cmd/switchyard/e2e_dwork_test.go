@@ -17,12 +17,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"switchyard/engine/ops/opstest"
 )
 
 // pyPython is Debian's Python, which has Debian's python3-zmq and
@@ -321,29 +323,6 @@ func TestE2EDworkKill9(t *testing.T) {
 	w.lookup("b", "") // ended before the restart: notes of ended tasks live in memory
 }
 
-// A host killed while it holds a task (its pyzmq process, SIGKILL) is
-// taken as exited within about a second: "status" no longer counts it,
-// and its task, back at the head of the queue, is stolen by another host.
-func TestE2EDworkHostKilled(t *testing.T) {
-	t.Parallel()
-	pb := requirePyDwork(t)
-	srv, addr := startDwork(t)
-	h1 := startPyDwork(t, pb, addr, "host 1")
-	h1.want("create", pyCreate([]string{"a"}, []string{"b"}, []string{"c", "a"}), "OK")
-	h1.steal("h1", 1, "a")
-	waitStatus(t, srv.addr, "dwork", "h1 holding a", func(s funcStatus) bool { return s == funcStatus{3, 1, 1} })
-
-	h1.kill()
-	waitUntil(t, goneWithin, "h1 gone, a back in the queue", func() (bool, string) {
-		m, raw := adminStatus(t, srv.addr)
-		return m["dwork"] == funcStatus{3, 0, 0}, raw
-	})
-	h2 := startPyDwork(t, pb, addr, "host 2")
-	h2.steal("h2", 1, "a")
-	h2.want("a done", pyDone("h2", "a"), "OK")
-	h2.steal("h2", 2, "b", "c")
-}
-
 // exit closes the client's stdin, so that it exits as a command-line
 // client does once its request is answered, and waits until it has.
 func (p *pyDwork) exit() {
@@ -356,77 +335,208 @@ func (p *pyDwork) exit() {
 	}
 }
 
-// dwork's shell workflow, a process and a connection for each request
-// (dquery steal, then dquery complete): a host steals on one connection,
-// which closes, and completes on another. By default the closing takes
-// the host as exited, so its task is back in the queue and the completion
-// is refused; with --dwork-keep-on-close the host keeps the task, as with
-// dwork's hub, and the completion frees its successor.
-func TestE2EDworkKeepOnClose(t *testing.T) {
+// dworkStep is one command of a transcript: a request sent by a process
+// of its own, on a connection of its own, and the reply it must get.
+type dworkStep struct {
+	req   jsonMap
+	want  string   // the reply's type
+	tasks []string // the reply's task names, in order
+	loc   string   // a Lookup's OK: the location
+	// hub is the reply dwork's hub gives where switchyard differs on
+	// purpose (docs/dwork.md, "Differences from dwork's hub"); "" if the
+	// same.
+	hub string
+}
+
+// dworkTranscript is dwork's shell workflow, as dquery runs it: every
+// command a process and a ZeroMQ connection of its own, which closes when
+// it exits. A host is the location its requests name: what peer1 steals
+// in one process it completes in another. Checked step for step against
+// dwork's hub at 2ca92dc (SWITCHYARD_DWORK_HUB, below): 46 of 46, three
+// of them the differences docs/dwork.md lists (switchyard answers a
+// Lookup, where the hub answers Error, and lists back a completion of a
+// task no host holds with NotFound, where the hub answers OK).
+func dworkTranscript() []dworkStep {
+	steal := func(loc string, n int, names ...string) dworkStep {
+		want := "Transfer"
+		if len(names) == 0 {
+			want = "NotFound"
+		}
+		return dworkStep{req: pySteal(loc, n), want: want, tasks: names}
+	}
+	ok := func(req jsonMap) dworkStep { return dworkStep{req: req, want: "OK"} }
+	exit := func(loc, want string) dworkStep {
+		return dworkStep{req: jsonMap{"type": "Exit", "location": loc}, want: want}
+	}
+	lookup := func(name, loc string) dworkStep {
+		return dworkStep{req: jsonMap{"type": "Lookup", "name": name}, want: "OK", loc: loc, hub: "Error"}
+	}
+	steps := []dworkStep{
+		ok(pyCreate([]string{"chop"})),
+		ok(pyCreate([]string{"cook", "chop"})),
+		ok(pyCreate([]string{"plate", "cook"})),
+		steal("peer1", 1, "chop"),
+		steal("peer2", 1), // cook waits for chop
+		ok(pyDone("peer1", "chop")),
+		steal("peer2", 1, "cook"),
+		exit("peer2", "OK"), // cook back
+		steal("peer1", 1, "cook"),
+		ok(pyDone("peer1", "cook")),
+		lookup("cook", "peer1"),
+		steal("peer3", 1, "plate"),
+		ok(pyDone("peer3", "plate")),
+		steal("peer3", 1),
+		exit("peer3", "OK"), // it stole and completed: it was active
+		exit("peer3", "NotFound"),
+		exit("nobody", "NotFound"),
+	}
+	// A join: twenty tasks, one after them all, completed one process at a
+	// time.
+	var twenty [][]string
+	join := []string{"join"}
+	for i := 1; i <= 20; i++ {
+		name := fmt.Sprintf("t%02d", i)
+		twenty = append(twenty, []string{name})
+		join = append(join, name)
+	}
+	steps = append(steps, ok(pyCreate(twenty...)), ok(pyCreate(join)), steal("w1", 20, join[1:]...))
+	for _, name := range join[1:] {
+		steps = append(steps, ok(pyDone("w1", name)))
+	}
+	steps = append(steps, steal("w2", 1, "join"), ok(pyDone("w2", "join")), steal("w2", 1), exit("w1", "OK"))
+	// What no host holds: a completion lists it back, a Lookup finds
+	// nothing (the hub answers OK and Error).
+	return append(steps,
+		dworkStep{req: pyDone("w2", "ghost"), want: "NotFound", tasks: []string{"ghost"}, hub: "OK"},
+		dworkStep{req: jsonMap{"type": "Lookup", "name": "ghost"}, want: "NotFound", hub: "Error"})
+}
+
+// The transcript above, each command in a process of its own, against
+// switchyard; with SWITCHYARD_DWORK_HUB=tcp://HOST:PORT, against that hub
+// instead (a fresh dwork hub, dhub, built from dwork's source), where a
+// step marked hub must get the hub's reply. Every step's result is
+// logged; the test fails listing the steps that differ.
+func TestE2EDworkTranscript(t *testing.T) {
 	t.Parallel()
 	pb := requirePyDwork(t)
-	tests := []struct {
-		name string
-		args []string
-		keep bool
-	}{
-		{"default", nil, false},
-		{"--dwork-keep-on-close", []string{"--dwork-keep-on-close"}, true},
+	hub := os.Getenv("SWITCHYARD_DWORK_HUB")
+	addr := strings.TrimPrefix(hub, "tcp://")
+	if hub == "" {
+		_, addr = startDwork(t)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			args := append([]string{"--dwork-listen", "tcp://127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, tt.args...)
-			srv, others := startServerPorts(t, 3, args...)
-			// Two listeners besides the Gearman port: the listening line
-			// names the metrics one.
-			var maddr string
-			listening := regexp.MustCompile(`\slistening\s+\{.*"metrics": \["([^"]+)"\]`)
-			waitUntil(t, e2eWaitTimeout, "the listening line", func() (bool, string) {
-				out := srv.stderr.String()
-				if m := listening.FindStringSubmatch(out); m != nil {
-					maddr = m[1]
-				}
-				return slices.Contains(others, maddr), out
-			})
-			addr := others[0]
-			if addr == maddr {
-				addr = others[1]
+	host, _ := os.Hostname()
+	steps := dworkTranscript()
+	var bad []string
+	for i, st := range steps {
+		p := startPyDwork(t, pb, addr, fmt.Sprintf("step %d", i+1))
+		r := p.do(st.req)
+		p.exit()
+		want, wantLoc := st.want, st.loc
+		wantTasks := st.tasks
+		if hub != "" && st.hub != "" {
+			want, wantLoc, wantTasks = st.hub, "", nil
+		}
+		var names []string
+		for _, tk := range r.Task {
+			names = append(names, tk.Name)
+			if r.Type == "Transfer" && (tk.Origin != host || len(tk.Log) != 1 || tk.Log[0].State != "Stolen") {
+				bad = append(bad, fmt.Sprintf("step %d: stolen task %+v, want origin %q and one Stolen log entry", i+1, tk, host))
 			}
+		}
+		var loc string
+		if r.Location != nil {
+			loc = *r.Location
+		}
+		req, _ := json.Marshal(st.req)
+		match := r.Type == want && slices.Equal(names, wantTasks) && loc == wantLoc
+		t.Logf("step %2d %-5v %s -> %s %v %s", i+1, match, req, r.Type, names, loc)
+		if !match {
+			bad = append(bad, fmt.Sprintf("step %d: %s: got %s %v %q, want %s %v %q", i+1, req, r.Type, names, loc, want, wantTasks, wantLoc))
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d steps match:\n%s", len(steps)-len(bad), len(steps), strings.Join(bad, "\n"))
+	}
+}
 
-			setup := startPyDwork(t, pb, addr, "dquery create")
-			setup.want("create", pyCreate([]string{"a"}, []string{"b", "a"}), "OK")
-			setup.exit()
-			steal := startPyDwork(t, pb, addr, "dquery steal")
-			steal.steal("h1", 1, "a")
-			steal.exit()
-			// The server has seen both connections close: the closing of
-			// the one h1 stole on is what takes it as exited, by default.
-			waitUntil(t, e2eWaitTimeout, "no open dwork connection", func() (bool, string) {
-				n, ok := scrape(t, maddr).Value("switchyard_connections", "protocol=dwork")
-				return ok && n == 0, fmt.Sprint(n, ok)
-			})
-			if !tt.keep {
-				waitUntil(t, goneWithin, "h1 gone, a back in the queue", func() (bool, string) {
-					m, raw := adminStatus(t, srv.addr)
-					return m["dwork"] == funcStatus{2, 0, 0}, raw
-				})
-			} else if m, raw := adminStatus(t, srv.addr); m["dwork"] != (funcStatus{2, 1, 1}) {
-				t.Fatalf("h1's connection closed: status\n%swant dwork 2 1 1 (h1 holds a)", raw)
-			}
+// --dwork-host-timeout: a host killed while it holds a task (its pyzmq
+// process, SIGKILL) keeps it until it has been silent for the timeout,
+// never sooner; then its task, back at the head of the queue, goes to
+// another host, the log says why, and /api/connections, which listed it
+// with how long it had been silent, no longer does.
+func TestE2EDworkHostTimeout(t *testing.T) {
+	t.Parallel()
+	pb := requirePyDwork(t)
+	const timeout = time.Second
+	srv, others := startServerPorts(t, 3, "--dwork-listen", "tcp://127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--dwork-host-timeout", timeout.String())
+	addr, maddr := splitMetrics(t, others)
+	h1 := startPyDwork(t, pb, addr, "host 1")
+	h1.want("create", pyCreate([]string{"a"}, []string{"b"}, []string{"c", "a"}), "OK")
+	h1.steal("h1", 1, "a")
+	stolen := time.Now()
+	var page struct {
+		Connections []struct {
+			Protocol  string   `json:"protocol"`
+			ID        string   `json:"id"`
+			SilentFor *float64 `json:"silent_for"`
+		} `json:"connections"`
+	}
+	apiJSON(t, "http://"+maddr+"/api/connections?q=h1", &page)
+	if len(page.Connections) != 1 || page.Connections[0].Protocol != "dwork" || page.Connections[0].SilentFor == nil {
+		t.Fatalf("/api/connections?q=h1: %+v, want host h1 with silent_for", page)
+	}
+	h1.kill()
+	waitUntil(t, e2eWaitTimeout, "h1 taken as exited, a back in the queue", func() (bool, string) {
+		m, raw := adminStatus(t, srv.addr)
+		return m["dwork"] == funcStatus{3, 0, 0}, raw
+	})
+	if held := time.Since(stolen); held < timeout {
+		t.Fatalf("h1's task went back %v after it stole it, before the %v timeout", held, timeout)
+	}
+	if !strings.Contains(srv.stderr.String(), `taken as exited, its tasks back in the queue	{"location": "h1", "tasks": 1`) {
+		t.Errorf("no log line says h1 was taken as exited:\n%s", srv.stderr.String())
+	}
+	apiJSON(t, "http://"+maddr+"/api/connections?q=h1", &page)
+	if len(page.Connections) != 0 {
+		t.Fatalf("/api/connections?q=h1 after the timeout: %+v", page)
+	}
+	h2 := startPyDwork(t, pb, addr, "host 2")
+	h2.steal("h2", 1, "a")
+	h2.want("a done", pyDone("h2", "a"), "OK")
+	h2.steal("h2", 2, "b", "c")
+}
 
-			complete := startPyDwork(t, pb, addr, "dquery complete")
-			if !tt.keep {
-				r := complete.do(pyDone("h1", "a"))
-				if r.Type != "NotFound" || len(r.Task) != 1 || r.Task[0].Name != "a" {
-					t.Fatalf("completion of a, requeued: %+v, want NotFound listing a", r)
-				}
-				complete.steal("h2", 2, "a") // b waits for a still
-				return
-			}
-			complete.want("a done", pyDone("h1", "a"), "OK")
-			complete.steal("h2", 2, "b")
-			complete.lookup("a", "h1")
-		})
+// apiJSON reads an operator endpoint's JSON into v.
+func apiJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	code, body := opstest.Get(t, url)
+	if code != 200 {
+		t.Fatalf("%s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("%s: %v\n%s", url, err, body)
+	}
+}
+
+// Without --dwork-host-timeout (the default, as with dwork's hub), a host
+// killed while it holds a task keeps it: an Exit naming it gives it back.
+func TestE2EDworkHostKilledKeeps(t *testing.T) {
+	t.Parallel()
+	pb := requirePyDwork(t)
+	srv, addr := startDwork(t, "--dwork-keep-on-close") // accepted, with a warning
+	h1 := startPyDwork(t, pb, addr, "host 1")
+	h1.want("create", pyCreate([]string{"a"}), "OK")
+	h1.steal("h1", 1, "a")
+	h1.kill()
+	h2 := startPyDwork(t, pb, addr, "host 2")
+	h2.steal("h2", 1) // a is h1's: nothing to steal
+	if m, raw := adminStatus(t, srv.addr); m["dwork"] != (funcStatus{1, 1, 2}) {
+		t.Fatalf("status after h1 was killed:\n%swant dwork 1 1 2 (h1 holds a; h2 is known)", raw)
+	}
+	h2.want("h1 exits", jsonMap{"type": "Exit", "location": "h1"}, "OK")
+	h2.steal("h2", 1, "a")
+	if !strings.Contains(srv.stderr.String(), "ignoring --dwork-keep-on-close") {
+		t.Errorf("no warning about --dwork-keep-on-close:\n%s", srv.stderr.String())
 	}
 }

@@ -173,6 +173,26 @@ func TestE2EMetricsStore(t *testing.T) {
 	}
 }
 
+// --max-memory takes GOMEMLIMIT's units beside its own: the budget the
+// binary reports is the same for 256MiB and 256M; 256MB stops the start,
+// naming the forms.
+func TestE2EMaxMemoryUnits(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("--max-memory is switchyard's")
+	}
+	for _, v := range []string{"256MiB", "256M"} {
+		_, maddr := startMetrics(t, "-q", "builtin", "--max-memory", v)
+		if got, _ := scrape(t, maddr).Value("switchyard_memory_budget_bytes"); got != 256<<20 {
+			t.Errorf("--max-memory %s: switchyard_memory_budget_bytes %v, want %d", v, got, 256<<20)
+		}
+	}
+	r := runCmd(t, e2eCmdTimeout, "", serverBinary(t), "-L", "127.0.0.1", "-p", "0", "-l", "stderr", "--max-memory", "256MB")
+	if r.code != 1 || !strings.Contains(r.stderr, "MiB") || !strings.Contains(r.stderr, "256M or 256MiB") {
+		t.Errorf("--max-memory 256MB: %v", r)
+	}
+}
+
 // --metrics-listen off opens no port (startServerPorts wants exactly
 // one); an explicit address that is taken stops the start.
 func TestE2EMetricsListen(t *testing.T) {
@@ -300,9 +320,9 @@ func TestE2EMetricsHTTP(t *testing.T) {
 	}
 }
 
-// The README's Metrics section names every family a server with a job
-// store serves (but the Go client's process_* and go_*), each with its
-// labels.
+// The Metrics section of docs/operating.md names every family a server
+// with a job store serves (but the Go client's process_* and go_*), each
+// with its labels.
 func TestE2EMetricsDocumented(t *testing.T) {
 	t.Parallel()
 	if isGearmand(t) {
@@ -311,11 +331,14 @@ func TestE2EMetricsDocumented(t *testing.T) {
 	srv, maddr := startMetrics(t)
 	c := dialGear(t, srv.addr, "client")
 	c.submit(pSubmitJobBg, "documented", "", "x") // a function, for the per-function families
-	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n## Metrics\n")
+	_, section, ok := strings.Cut(string(page), "\n## Metrics\n")
+	if !ok {
+		t.Fatal(`docs/operating.md has no "## Metrics" section`)
+	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	documented := map[string]string{} // name: its labels, sorted, comma-separated
 	for _, m := range regexp.MustCompile("`([a-z_]+)(?:\\{([a-z_,]+)\\})?` \\| (?:gauge|counter|histogram)").FindAllStringSubmatch(section, -1) {
@@ -324,7 +347,7 @@ func TestE2EMetricsDocumented(t *testing.T) {
 		documented[m[1]] = strings.Trim(strings.Join(labels, ","), ",")
 	}
 	if len(documented) < 30 {
-		t.Fatalf("the README's Metrics tables list only %d families: %v", len(documented), documented)
+		t.Fatalf("the Metrics tables of docs/operating.md list only %d families: %v", len(documented), documented)
 	}
 	fams := scrape(t, maddr)
 	for name, fam := range fams {
@@ -342,9 +365,9 @@ func TestE2EMetricsDocumented(t *testing.T) {
 		slices.Sort(labels)
 		want, ok := documented[name]
 		if !ok {
-			t.Errorf("README's Metrics section does not list %s", name)
+			t.Errorf("docs/operating.md's Metrics section does not list %s", name)
 		} else if got := strings.Join(labels, ","); got != want {
-			t.Errorf("%s: served with labels {%s}, the README says {%s}", name, got, want)
+			t.Errorf("%s: served with labels {%s}, docs/operating.md says {%s}", name, got, want)
 		}
 	}
 }

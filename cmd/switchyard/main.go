@@ -137,6 +137,7 @@ type server struct {
 	// node is the cluster node (--node-id), nil for a single server;
 	// opsMux serves each term's operator endpoints on one listener.
 	node   *cluster.Node
+	roles  *cluster.Roles
 	opsMux *opsMux
 	// undo is what start did, undone in reverse by close.
 	undo []func()

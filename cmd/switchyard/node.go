@@ -1,11 +1,12 @@
 package main
 
-// A cluster node (--node-id): one process of a Raft cluster. It runs what
-// its role says, and changes when the role does:
+// A cluster node (--node-id): one process of a Raft cluster. Its role
+// machine (cluster.Roles) decides what it runs, and when; this file starts
+// it (nodeRunner):
 //
-//   - leading, a term: the scheduler over the replicated store, read as a
-//     restarted server reads its disk, and every frontend, whose addresses
-//     it then publishes through Raft;
+//   - leading, a term: the scheduler over the term's replicated store,
+//     read as a restarted server reads its disk, and every frontend, whose
+//     addresses the machine then publishes through Raft;
 //   - following, relays: every TCP and unix listener a frontend would
 //     open, each carrying its connections byte for byte to the leader's
 //     listener of the same protocol. The Worker–Controller socket is the
@@ -41,10 +42,6 @@ import (
 	"switchyard/sched"
 	"switchyard/sched/replicated"
 )
-
-// barrierTimeout bounds a new leader's wait for the entries of earlier
-// terms to be applied before it reads the state.
-const barrierTimeout = 30 * time.Second
 
 // defaultClusterHandlePrefix is every node's job handle prefix unless
 // --job-handle-prefix says otherwise: a handle stays good when another
@@ -104,133 +101,113 @@ func (s *server) startNode() error {
 	return s.ready()
 }
 
-// nodeRole is what a node runs in its current role.
-type nodeRole struct {
-	leader bool
-	term   *term             // leading
-	store  *replicated.Store // leading: the term's store, closed after it
-	relays []relayOf         // following
-	// following is the leader the relays point at, "" if none.
-	following string
-	ops       *ops.Server
-}
-
-type relayOf struct {
-	protocol string
-	index    int // which of the protocol's listeners
-	r        *cluster.Relay
-}
-
-// serveNode runs the node until a signal or the admin command stops it:
-// it starts what the role says, and again whenever the role changes.
+// serveNode runs the node's role machine (cluster.Roles), with
+// nodeRunner starting what each role runs, until a signal or the admin
+// command stops it.
 func (s *server) serveNode(stop <-chan os.Signal) {
-	n := s.node
-	var cur *nodeRole
-	defer func() { s.stopRole(cur) }()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		leader := n.IsLeader()
-		if cur == nil || cur.leader != leader {
-			s.stopRole(cur)
-			var err error
-			if leader {
-				cur, err = s.lead()
-			} else {
-				cur, err = s.follow()
-			}
-			if err != nil {
-				s.log.Error("cluster: cannot take the role", zap.Bool("leader", leader), zap.Error(err))
-				cur = nil
-				retry.Reset(time.Second) // the role may have changed meanwhile: look again
-			}
-		}
-		if cur != nil && !cur.leader {
-			s.retarget(cur)
-		}
-		select {
-		case <-n.Changes():
-		case <-n.FSM().MetaChanged():
-		case <-retry.C:
-		case got := <-stop:
-			notice(s.log, "shutting down", zap.String("signal", got.String()))
-			s.handOff(cur)
-			return
-		case graceful := <-s.admin:
-			notice(s.log, "shutting down on admin request", zap.Bool("graceful", graceful))
-			if graceful && cur != nil && cur.term != nil {
-				cur.ops.SetReady(false)
-				cur.term.drain(stop, s.admin)
-			}
-			s.handOff(cur)
-			return
+	roles := cluster.NewRoles(s.node, cluster.RolesConfig{Runner: nodeRunner{s}, Log: s.log, NoticeLevel: noticeLevel})
+	s.roles = roles
+	roles.Start()
+	select {
+	case got := <-stop:
+		notice(s.log, "shutting down", zap.String("signal", got.String()))
+	case graceful := <-s.admin:
+		notice(s.log, "shutting down on admin request", zap.Bool("graceful", graceful))
+		if graceful {
+			roles.Drain(func(l cluster.Leading) {
+				lt := l.(*leaderTerm)
+				lt.ops.SetReady(false)
+				lt.term.drain(stop, s.admin)
+			})
 		}
 	}
+	roles.Stop(true) // a leader hands the lead over first
 }
 
-// handOff gives the lead to another node before a leader stops, so that
-// the cluster does not wait out an election timeout.
-func (s *server) handOff(cur *nodeRole) {
-	if cur == nil || !cur.leader {
-		return
-	}
-	if err := s.node.Raft().LeadershipTransfer().Error(); err != nil {
-		s.log.Warn("cluster: could not hand the lead over before stopping", zap.Error(err))
-	}
+// nodeRunner starts what a node runs in each role (cluster.Runner).
+type nodeRunner struct{ s *server }
+
+// leaderTerm is a leader's term: the scheduler over the term's store and
+// every frontend.
+type leaderTerm struct {
+	s    *server
+	term *term
+	ops  *ops.Server
 }
 
-// lead starts a leader's term: it waits until every earlier entry is
-// applied, reads the jobs into a new scheduler, opens the frontends and
-// publishes their addresses.
-func (s *server) lead() (*nodeRole, error) {
-	n := s.node
-	start := time.Now()
-	if err := n.Barrier(barrierTimeout); err != nil {
-		return nil, fmt.Errorf("wait for the log: %w", err)
-	}
-	store := replicated.New(n.Raft(), n.FSM())
+// Lead reads the jobs into a new scheduler, then opens the frontends.
+func (r nodeRunner) Lead(ctx context.Context, store *replicated.Store) (cluster.Leading, error) {
+	s := r.s
 	cfg := s.schedConfig()
 	cfg.Store = store
 	t := s.newTerm(cfg)
-	role := &nodeRole{leader: true, term: t, store: store}
-	role.ops = s.nodeOps(t)
-	t.ops = role.ops
-	fail := func(err error) (*nodeRole, error) {
-		s.stopRole(role)
-		return nil, err
-	}
+	lt := &leaderTerm{s: s, term: t, ops: s.nodeOps(t)}
+	t.ops = lt.ops
 	if err := t.replay(); err != nil {
-		return fail(fmt.Errorf("cannot load the stored jobs: %w", err))
+		lt.Stop()
+		return nil, fmt.Errorf("cannot load the stored jobs: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		lt.Stop()
+		return nil, err
 	}
 	t.env.commands = s.clusterCommands()
 	if err := t.startFrontends(); err != nil {
-		return fail(err)
+		lt.Stop()
+		return nil, err
 	}
-	info := cluster.LeaderInfo{Addrs: map[string][]string{}}
-	for _, r := range t.running {
+	return lt, nil
+}
+
+// Addrs are the frontends' TCP addresses (a leader's unix sockets are not
+// reachable from other hosts).
+func (l *leaderTerm) Addrs() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range l.term.running {
 		for _, a := range r.addrs {
 			if hp, ok := tcpAddr(a); ok {
-				info.Addrs[r.p.name] = append(info.Addrs[r.p.name], n.Reachable(hp))
+				out[r.p.name] = append(out[r.p.name], hp)
 			}
 		}
 	}
-	if a := s.opsAddr(); a != "" {
-		info.Ops = n.Reachable(a)
-	}
-	if err := n.Publish(info); err != nil {
-		return fail(err)
-	}
-	role.ops.SetReady(true)
-	t.logListeners(s.opsAddr(), zap.String("role", "leader"), zap.Uint64("term", n.Raft().CurrentTerm()),
-		zap.Duration("took", time.Since(start)))
-	return role, nil
+	return out
 }
 
-// follow opens the relays: the listeners a leader's frontends would
-// open, every one but the Worker–Controller socket.
-func (s *server) follow() (*nodeRole, error) {
-	role := &nodeRole{}
-	role.ops = s.nodeOps(nil)
+// Serve says the term serves, on /healthz and in the "listening" line.
+func (l *leaderTerm) Serve(term uint64, took time.Duration) {
+	l.ops.SetReady(true)
+	l.term.logListeners(l.s.opsAddr(), zap.String("role", "leader"), zap.Uint64("term", term), zap.Duration("took", took))
+}
+
+// Stop stops the frontends and the scheduler, then the operator
+// endpoints; the store is closed after, by the role machine (its writes
+// still waiting fail).
+func (l *leaderTerm) Stop() {
+	l.term.stop()
+	l.s.stopOps(l.ops)
+}
+
+// followerRole is a follower's relays and operator endpoints.
+type followerRole struct {
+	s      *server
+	relays []cluster.RoleRelay
+	ops    *ops.Server
+}
+
+func (f *followerRole) Relays() []cluster.RoleRelay { return f.relays }
+
+func (f *followerRole) Stop() {
+	for _, r := range f.relays {
+		r.Relay.Close()
+	}
+	f.s.stopOps(f.ops)
+}
+
+// Follow opens the relays: the listeners a leader's frontends would open,
+// every one but the Worker–Controller socket.
+func (r nodeRunner) Follow() (cluster.Following, error) {
+	s := r.s
+	role := &followerRole{s: s, ops: s.nodeOps(nil)}
 	fields := []zap.Field{}
 	for i := range protocols {
 		p := &protocols[i]
@@ -243,23 +220,23 @@ func (s *server) follow() (*nodeRole, error) {
 			network, addr := relayAddr(a)
 			if network == "unix" {
 				if _, err := listen.ClaimUnix([]string{"unix://" + addr}); err != nil {
-					s.stopRole(role)
+					role.Stop()
 					return nil, fmt.Errorf("%s: %w", p.name, err)
 				}
 			}
-			r, err := cluster.Listen(p.name, network, addr, s.log)
+			rl, err := cluster.Listen(p.name, network, addr, s.log)
 			if err != nil {
 				if explicit {
-					s.stopRole(role)
+					role.Stop()
 					return nil, fmt.Errorf("%s: relay on %s: %w", p.name, a, err)
 				}
 				notice(s.log, p.name+" is off: its default address cannot be used (give "+p.flag+" an address, or off)",
 					zap.String("addr", a), zap.Error(err))
 				continue
 			}
-			role.relays = append(role.relays, relayOf{protocol: p.name, index: j, r: r})
-			role.ops.AddConns(ops.Conns{Protocol: p.name, Open: r.Conns})
-			bound = append(bound, r.Addr().String())
+			role.relays = append(role.relays, cluster.RoleRelay{Protocol: p.name, Index: j, Relay: rl})
+			role.ops.AddConns(ops.Conns{Protocol: p.name, Open: rl.Conns})
+			bound = append(bound, rl.Addr().String())
 		}
 		if len(bound) > 0 {
 			fields = append(fields, zap.Strings(p.name, bound))
@@ -276,48 +253,12 @@ func (s *server) follow() (*nodeRole, error) {
 	return role, nil
 }
 
-// retarget points the relays at the current leader's listeners, or at
-// none while there is no leader (their connections are closed).
-func (s *server) retarget(role *nodeRole) {
-	info, ok := s.node.CurrentLeader()
-	if info.ID != role.following {
-		role.following = info.ID
-		if ok {
-			notice(s.log, "relaying to the leader", zap.String("leader", info.ID), zap.Uint64("term", info.Term))
-		} else {
-			notice(s.log, "no leader to relay to: connections wait for one", zap.Uint64("term", s.node.Raft().CurrentTerm()))
-		}
-	}
-	for _, ro := range role.relays {
-		target := ""
-		if addrs := info.Addrs[ro.protocol]; ok && len(addrs) > 0 {
-			target = addrs[min(ro.index, len(addrs)-1)]
-		}
-		ro.r.SetTarget(target)
-	}
-}
-
-// stopRole stops what a role runs: a leader's frontends and scheduler
-// (the store last: its writes still waiting fail), or a follower's
-// relays.
-func (s *server) stopRole(role *nodeRole) {
-	if role == nil {
-		return
-	}
-	if role.term != nil {
-		role.term.stop()
-	}
-	if role.store != nil {
-		role.store.Close()
-	}
-	for _, ro := range role.relays {
-		ro.r.Close()
-	}
-	if role.ops != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		role.ops.Stop(ctx)
-		cancel()
-	}
+// stopOps stops a role's operator endpoints and takes them off the
+// node's listener.
+func (s *server) stopOps(srv *ops.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	srv.Stop(ctx)
+	cancel()
 	if s.opsMux != nil {
 		s.opsMux.set(nil)
 	}
@@ -332,7 +273,7 @@ func (s *server) nodeOps(t *term) *ops.Server {
 		Restored: isRestored, Token: token, Failures: s.o.FailuresKept, ActionLevel: noticeLevel,
 		FuncHistograms: s.o.FuncHistograms,
 		Collectors:     []prometheus.Collector{n.Collector(), s.budget.Collector()},
-		Health:         func() error { return nodeHealth(n) },
+		Health:         s.roles.Health,
 		Cluster:        nodeAPI{n},
 		Store: func() ops.StoreStats {
 			return ops.StoreStats{Bytes: uint64(n.FSM().Bytes())}
@@ -348,18 +289,6 @@ func (s *server) nodeOps(t *term) *ops.Server {
 		s.opsMux.set(srv.Handler())
 	}
 	return srv
-}
-
-// nodeHealth is /healthz's answer beyond the start: a node serves while
-// it leads, or follows a leader that has published where it listens.
-func nodeHealth(n *cluster.Node) error {
-	if n.IsLeader() {
-		return nil
-	}
-	if _, ok := n.CurrentLeader(); ok {
-		return nil
-	}
-	return errors.New("no leader: this node relays to none")
 }
 
 // nodeAPI is the node as the operator endpoints see it.

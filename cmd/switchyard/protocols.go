@@ -126,13 +126,17 @@ var protocols = []protocol{
 			return []string{"tcp://" + net.JoinHostPort(cmp.Or(o.Listen, "*"), defaultDworkPort)}, false
 		},
 		start: func(e *env, addrs []string) (frontend, []string, error) {
-			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc), KeepOnClose: e.o.DworkKeepOnClose,
+			s := dwork.New(dwork.Config{Addrs: addrs, Func: cmp.Or(e.o.DworkFunc, defaultDworkFunc), HostTimeout: e.o.DworkHostTimeout,
 				Budget: e.budget}, e.sched, e.log)
 			if err := s.Start(); err != nil {
 				return nil, nil, err
 			}
 			return s, stringsOf(s.Addrs()), nil
 		},
+		// Its hosts are listed for the operator endpoints, not in
+		// Gearman's "workers" (a host's name is any text; "status"
+		// counts them).
+		conns: func(f frontend) []workerline.Worker { return f.(*dwork.Server).ListHosts() },
 	},
 	{
 		name: "memodb", flag: "--memodb-listen",

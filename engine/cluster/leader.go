@@ -1,10 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
-	"time"
 
 	"switchyard/sched/replicated"
 )
@@ -20,25 +20,29 @@ type LeaderInfo struct {
 	// Addrs are each protocol's TCP addresses (host:port), in the order
 	// the protocol lists its listeners.
 	Addrs map[string][]string `json:"addrs"`
-	// Ops is its operator endpoints' address, if any.
-	Ops string `json:"ops,omitempty"`
 }
 
 const leaderKey = "leader"
 
-// Publish writes info as the leader's, through Raft.
-func (n *Node) Publish(info LeaderInfo) error {
-	info.ID, info.Term = n.cfg.ID, n.raft.CurrentTerm()
+// publishTimeout bounds a publication's commit.
+const publishTimeout = replicated.DefaultCommitTimeout
+
+// Publish writes info as the leader's of term, through Raft: refused if
+// this node no longer leads in term (a publication of a term that ended
+// is refused by every node's FSM alike). It waits for the commit for at
+// most publishTimeout, and while ctx lasts.
+func (n *Node) Publish(ctx context.Context, term uint64, info LeaderInfo) error {
+	info.ID, info.Term = n.cfg.ID, term
 	b, err := json.Marshal(info)
 	if err != nil {
 		return err
 	}
-	f := n.raft.Apply(replicated.MetaEntry(leaderKey, b), 10*time.Second)
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("cluster: publish the leader's addresses: %w", err)
+	f := n.raft.Apply(replicated.MetaEntry(term, leaderKey, b), publishTimeout)
+	if err := waitFuture(ctx, f, publishTimeout, "publish the leader's addresses"); err != nil {
+		return err
 	}
 	if err, ok := f.Response().(error); ok {
-		return err
+		return fmt.Errorf("cluster: publish the leader's addresses: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,12 +17,13 @@ var (
 	descMembers   = prometheus.NewDesc("switchyard_cluster_members", "Nodes in the cluster's configuration, voters and not.", nil, nil)
 	descLeader    = prometheus.NewDesc("switchyard_cluster_has_leader", "1 if this node knows a leader (itself included).", nil, nil)
 	descContact   = prometheus.NewDesc("switchyard_cluster_last_contact_seconds", "On a follower, how long ago the leader was last heard from.", nil, nil)
-	descLag       = prometheus.NewDesc("switchyard_cluster_peer_lag_entries", "On the leader, how many entries of its log each follower is known not to hold yet.",
+	descLag       = prometheus.NewDesc("switchyard_cluster_peer_lag_entries", "On the leader, how many entries of its log each follower is not known to hold (from its match index).",
 		[]string{"peer"}, nil)
-	descJobs    = prometheus.NewDesc("switchyard_cluster_stored_jobs", "Jobs in this node's copy of the replicated job store.", nil, nil)
 	descRefused = prometheus.NewDesc("switchyard_cluster_refused_total", "Connections between nodes refused, dialled or accepted, by why: "+
 		"not_tls, no_certificate, unknown_authority (another CA), expired, bad_certificate, wrong_node (a certificate naming another node, or no member), timeout, handshake.",
 		[]string{"reason"}, nil)
+	descLogFailed = prometheus.NewDesc("switchyard_cluster_log_failed", "1 once a sync of this node's Raft log has failed: it acknowledges nothing more, stands for no election, and needs a restart once its disk is sound.", nil, nil)
+	descJobs      = prometheus.NewDesc("switchyard_cluster_stored_jobs", "Jobs in this node's copy of the replicated job store.", nil, nil)
 )
 
 // Collector is the node's figures as Prometheus families.
@@ -31,7 +33,7 @@ type collector struct{ n *Node }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descTerm, descLastIndex, descCommit, descApplied, descMembers,
-		descLeader, descContact, descLag, descJobs, descRefused} {
+		descLeader, descContact, descLag, descLogFailed, descJobs, descRefused} {
 		ch <- d
 	}
 	timings.Describe(ch)
@@ -65,9 +67,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLag, g, float64(m.Lag), m.ID)
 		}
 	}
+	failed := 0.0
+	if st.LogFailed != "" {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLogFailed, g, failed)
 	ch <- prometheus.MustNewConstMetric(descJobs, g, float64(c.n.fsm.Len()))
 	for r := range numReasons {
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(c.n.ref.counts[r].Load()), r.String())
 	}
-	timings.Collect(ch)
+	timings.collect(ch, func(peer string) bool {
+		return slices.ContainsFunc(st.Members, func(m Member) bool { return m.ID == peer })
+	})
 }

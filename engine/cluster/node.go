@@ -2,14 +2,16 @@
 // over TCP between the nodes, mutual TLS when they have certificates
 // (stream.go), the replicated job store's state
 // (sched/replicated), membership changes, and the figures an operator
-// reads (role, term, indexes, each follower's lag). Which node leads
-// decides what the process runs; cmd/switchyard acts on the changes
-// (Changes): the leader runs the scheduler and every frontend, the others
-// relay their clients' connections to it (Relay).
+// reads (role, term, indexes, each follower's lag). Which node leads, and
+// in which term, decides what the process runs: the role machine (Roles)
+// has the leader of a term run the scheduler and every frontend, which a
+// Runner (cmd/switchyard's) starts, and the others relay their clients'
+// connections to it (Relay).
 package cluster
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -78,6 +81,11 @@ type Config struct {
 	// Timeouts; zero: the defaults below.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
 	HandshakeTimeout                                      time.Duration // DefaultHandshakeTimeout
+
+	// For tests: Raft over this transport (an in-memory one) rather than
+	// TCP on Listen, and the log's files opened as logOpts says.
+	trans   raftTransport
+	logOpts replicated.LogOptions
 }
 
 // Defaults of Config: a leader that stops answering is replaced in about
@@ -109,6 +117,11 @@ type Node struct {
 	changes chan struct{} // signalled on every change of leader or role
 	stop    chan struct{}
 	done    sync.WaitGroup
+
+	// logFailed, once set, is the failed sync that stopped the log's
+	// writes: the node stands for no election (transport.fence), steps
+	// down, and its health says so.
+	logFailed atomic.Pointer[error]
 }
 
 // Open starts the node: its Raft on cfg.Listen, its state from cfg.Dir,
@@ -127,7 +140,9 @@ func Open(cfg Config) (*Node, error) {
 		ref: &refusals{log: cfg.Log, logged: make(map[string]bool)}}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: zapWriter{cfg.Log}, Level: hclog.Warn})
 	var err error
-	if n.logs, err = replicated.OpenLogStore(filepath.Join(cfg.Dir, "log")); err != nil {
+	logOpts := cfg.logOpts
+	logOpts.OnFail = n.logFail
+	if n.logs, err = replicated.OpenLogStoreWith(filepath.Join(cfg.Dir, "log"), logOpts); err != nil {
 		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
@@ -135,38 +150,18 @@ func Open(cfg Config) (*Node, error) {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: snapshots in %s: %w", cfg.Dir, err)
 	}
-	bind, err := net.ResolveTCPAddr("tcp", cfg.Listen)
-	if err != nil {
-		n.logs.Close()
-		return nil, fmt.Errorf("cluster: --cluster-listen %s: %w", cfg.Listen, err)
-	}
-	if bind.IP == nil || bind.IP.IsUnspecified() {
-		n.logs.Close()
-		return nil, fmt.Errorf("cluster: --cluster-listen %s: the other nodes reach this one there: give a host, not every address", cfg.Listen)
-	}
-	if cfg.TLS != nil {
-		if err := CheckCert(cfg.TLS.Get(), cfg.ID); err != nil {
+	rt := cfg.trans
+	if rt == nil {
+		if rt, n.sl, err = listenRaft(cfg, hlog, n.ref); err != nil {
 			n.logs.Close()
 			return nil, err
 		}
 	}
-	if cfg.TLS == nil && !cfg.Insecure && !bind.IP.IsLoopback() {
-		n.logs.Close()
-		return nil, fmt.Errorf("cluster: --cluster-listen %s is not a loopback address: give this node its certificate "+
-			"(--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: mutual TLS between the nodes), "+
-			"or say --cluster-insecure to let anyone who reaches the port in, and everything replicated cross the network in clear", cfg.Listen)
+	n.trans = newTransport(rt, n.LogFailed)
+	if n.sl != nil {
+		n.trans.target = dialAddr
 	}
-	ln, err := net.Listen("tcp", bind.String())
-	if err != nil {
-		n.logs.Close()
-		return nil, fmt.Errorf("cluster: listen on %s: %w", cfg.Listen, err)
-	}
-	// Advertised as bound: with port 0, the port the kernel picked.
-	n.sl = newStreamLayer(ln, cfg.TLS, orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout), n.ref)
-	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: n.sl, MaxPool: 3,
-		Timeout: 10 * time.Second, Logger: hlog})
-	n.trans = newTransport(nt)
-	n.cfg.Listen = string(nt.LocalAddr())
+	n.cfg.Listen = string(rt.LocalAddr())
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -212,11 +207,13 @@ func Open(cfg Config) (*Node, error) {
 		n.close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.sl.raft.Store(n.raft) // the acceptor checks peers against its configuration from now on
+	if n.sl != nil {
+		n.sl.raft.Store(n.raft) // the acceptor checks peers against its configuration from now on
+	}
 	n.obsCh = make(chan raft.Observation, 16)
 	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.LeaderObservation, raft.RaftState:
+		case raft.LeaderObservation, raft.RaftState, raft.PeerObservation:
 			return true
 		}
 		return false
@@ -225,6 +222,39 @@ func Open(cfg Config) (*Node, error) {
 	n.done.Add(1)
 	go n.watch()
 	return n, nil
+}
+
+// listenRaft opens Raft's network transport on cfg.Listen, which is also
+// where the other nodes reach this one: advertised as bound (with port
+// 0, the port the kernel picked). It speaks through our stream layer:
+// mutual TLS with cfg.TLS, plain TCP without, which only a loopback
+// address or cfg.Insecure allows.
+func listenRaft(cfg Config, hlog hclog.Logger, ref *refusals) (raftTransport, *streamLayer, error) {
+	bind, err := net.ResolveTCPAddr("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: --cluster-listen %s: %w", cfg.Listen, err)
+	}
+	if bind.IP == nil || bind.IP.IsUnspecified() {
+		return nil, nil, fmt.Errorf("cluster: --cluster-listen %s: the other nodes reach this one there: give a host, not every address", cfg.Listen)
+	}
+	if cfg.TLS != nil {
+		if err := CheckCert(cfg.TLS.Get(), cfg.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.TLS == nil && !cfg.Insecure && !bind.IP.IsLoopback() {
+		return nil, nil, fmt.Errorf("cluster: --cluster-listen %s is not a loopback address: give this node its certificate "+
+			"(--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: mutual TLS between the nodes), "+
+			"or say --cluster-insecure to let anyone who reaches the port in, and everything replicated cross the network in clear", cfg.Listen)
+	}
+	ln, err := net.Listen("tcp", bind.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: listen on %s: %w", cfg.Listen, err)
+	}
+	sl := newStreamLayer(ln, cfg.TLS, orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout), ref)
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sl, MaxPool: 3,
+		Timeout: 10 * time.Second, Logger: hlog})
+	return nt, sl, nil
 }
 
 // CheckCert refuses a node certificate its peers would refuse: one that
@@ -259,17 +289,43 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// watch turns Raft's observations into Changes.
+// watch turns Raft's observations into Changes, and forgets what the
+// metrics know of a node removed.
 func (n *Node) watch() {
 	defer n.done.Done()
 	for {
 		select {
-		case <-n.obsCh:
+		case o := <-n.obsCh:
+			if p, ok := o.Data.(raft.PeerObservation); ok {
+				if p.Removed {
+					n.trans.forget(string(p.Peer.ID))
+					timings.forget(string(p.Peer.ID))
+				}
+				continue
+			}
 			n.signal()
 		case <-n.stop:
 			return
 		}
 	}
+}
+
+// logFail is the log's OnFail: from now on the node stands for no
+// election (its transport asks for no vote), and its role machine steps
+// down (Changes) and reports it.
+func (n *Node) logFail(err error) {
+	n.logFailed.Store(&err)
+	n.cfg.Log.Error("cluster: the raft log failed a sync: this node acknowledges nothing more, stands for no election and steps down; restart it once its disk is sound",
+		zap.Error(err))
+	n.signal()
+}
+
+// LogFailed is the failed sync that stopped this node's log, nil if none.
+func (n *Node) LogFailed() error {
+	if p := n.logFailed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (n *Node) signal() {
@@ -306,13 +362,42 @@ func (n *Node) Leader() (id, addr string) {
 }
 
 // Barrier returns once every entry committed before it is applied to this
-// node's FSM: a new leader calls it before it reads the state.
-func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }
+// node's FSM: a new leader calls it before it reads the state. It waits
+// for at most timeout, and no longer than ctx lasts.
+func (n *Node) Barrier(ctx context.Context, timeout time.Duration) error {
+	return waitFuture(ctx, n.raft.Barrier(timeout), timeout, "wait for the log to be applied")
+}
+
+// errTimeout is what a wait on Raft that ran out of time wraps.
+var errTimeout = errors.New("timed out")
+
+// waitFuture waits for Raft's future f, for at most timeout and while ctx
+// lasts: Raft's own timeouts bound only the wait for it to take a
+// request, not its commit. The error says what (what) did not happen, and
+// why. A wait given up on leaves a goroutine until Raft resolves f, which
+// it does on every change of role and at shutdown.
+func waitFuture(ctx context.Context, f raft.Future, timeout time.Duration, what string) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("cluster: %s: %w", what, err)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("cluster: %s: %w after %v", what, errTimeout, timeout)
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: %s: %w", what, context.Cause(ctx))
+	}
+}
 
 // ErrNotLeader: a membership change asked of a node that does not lead.
 var ErrNotLeader = errors.New("cluster: this node is not the leader")
 
-// membershipTimeout bounds a membership change.
+// membershipTimeout bounds a membership change, its commit included.
 const membershipTimeout = 10 * time.Second
 
 // AddVoter adds a node (or changes its address) as a voter: it catches up
@@ -327,7 +412,8 @@ func (n *Node) AddVoter(id, addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("cluster: address %q: %w", addr, err)
 	}
-	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout).Error()
+	return waitFuture(context.Background(), n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout),
+		membershipTimeout, "add "+id)
 }
 
 // Remove takes a node out of the cluster. Only the leader can; a leader
@@ -347,7 +433,7 @@ func (n *Node) Remove(id string) error {
 	if !found {
 		return fmt.Errorf("cluster: no node %q", id)
 	}
-	return n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()
+	return waitFuture(context.Background(), n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout), membershipTimeout, "remove "+id)
 }
 
 // Member is a node of the configuration, as this node knows it.
@@ -371,7 +457,7 @@ func (n *Node) Members() ([]Member, error) {
 	}
 	_, leader := n.raft.LeaderWithID()
 	isLeader := n.IsLeader()
-	last := n.raft.LastIndex()
+	last, term := n.raft.LastIndex(), n.raft.CurrentTerm()
 	var out []Member
 	for _, s := range f.Configuration().Servers {
 		m := Member{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader, Lag: -1}
@@ -379,7 +465,7 @@ func (n *Node) Members() ([]Member, error) {
 		case isLeader && m.ID == n.cfg.ID:
 			m.Match, m.Lag = last, 0
 		case isLeader:
-			if match, ok := n.trans.match(m.ID); ok {
+			if match, ok := n.trans.matchIndex(m.ID, term); ok {
 				m.Match, m.Lag = match, int64(last)-int64(match)
 			}
 		}
@@ -400,6 +486,8 @@ type Status struct {
 	LastContact time.Time `json:"last_contact"` // with the leader; zero on the leader
 	Members     []Member  `json:"members"`
 	Error       string    `json:"error,omitempty"` // why Members is missing
+	// LogFailed is the failed sync that stopped this node's log.
+	LogFailed string `json:"log_failed,omitempty"`
 }
 
 // Status reads the node's state.
@@ -415,12 +503,20 @@ func (n *Node) Status() Status {
 	if st.Members, err = n.Members(); err != nil {
 		st.Error = err.Error()
 	}
+	if err := n.LogFailed(); err != nil {
+		st.LogFailed = err.Error()
+	}
 	return st
 }
 
 // Close leaves the cluster's traffic (not its membership: the node comes
 // back with its state) and closes the stores.
 func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil // closed already
+	default:
+	}
 	close(n.stop)
 	n.done.Wait()
 	err := n.raft.Shutdown().Error()

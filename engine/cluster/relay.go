@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -20,7 +21,10 @@ import (
 // When the leader changes, every relayed connection is closed, as a
 // restart of a single server closes them: clients reconnect, and reach the
 // new leader. Until a leader is known, a new connection waits for one,
-// for at most holdTimeout.
+// for at most holdTimeout. Nothing waits on the old leader: a change of
+// target (and Close) ends the dials toward it at once, and closes the
+// connections to it, which a leader cut off from the network would
+// otherwise hold until TCP gives up.
 type Relay struct {
 	name string
 	ln   net.Listener
@@ -31,14 +35,35 @@ type Relay struct {
 	known  chan struct{}     // closed once target is set, replaced when it is cleared
 	conns  map[*relayed]bool // open relayed connections
 	closed bool
-	open   atomic.Int64
+	// dials is the context of the dials toward target: cancelled when the
+	// target changes, and by Close.
+	dials  context.Context
+	cancel context.CancelFunc
+	// acceptErr is why accepting fails, while it does (a process out of
+	// file descriptors); nil otherwise.
+	acceptErr error
+	stop      chan struct{} // closed by Close: ends the accept loop's pause
+	open      atomic.Int64
+	// dial dials the leader (a test's may wait until its context ends,
+	// as a dial toward a host cut off does).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	done sync.WaitGroup
 }
 
-// holdTimeout bounds how long a connection waits for a leader to relay
-// to, and a dial to it.
-const holdTimeout = 5 * time.Second
+const (
+	// holdTimeout bounds how long a connection waits for a leader to
+	// relay to.
+	holdTimeout = 5 * time.Second
+	// dialTimeout bounds a dial to the leader, which a change of leader
+	// ends sooner.
+	dialTimeout = 2 * time.Second
+	// acceptPause is the first pause after a failed accept, doubled up
+	// to maxAcceptPause while accepting fails (as net/http's server
+	// does).
+	acceptPause    = 5 * time.Millisecond
+	maxAcceptPause = time.Second
+)
 
 type relayed struct {
 	client, leader net.Conn
@@ -57,13 +82,24 @@ func Listen(name, network, addr string, log *zap.Logger) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Serve(name, ln, log), nil
+}
+
+// Serve relays the connections ln accepts; Close closes ln.
+func Serve(name string, ln net.Listener, log *zap.Logger) *Relay {
+	return serve(name, ln, log, (&net.Dialer{Timeout: dialTimeout}).DialContext)
+}
+
+func serve(name string, ln net.Listener, log *zap.Logger, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Relay {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Relay{name: name, ln: ln, log: log, known: make(chan struct{}), conns: make(map[*relayed]bool)}
+	r := &Relay{name: name, ln: ln, log: log, known: make(chan struct{}), conns: make(map[*relayed]bool),
+		stop: make(chan struct{}), dial: dial}
+	r.dials, r.cancel = context.WithCancel(context.Background())
 	r.done.Add(1)
 	go r.accept()
-	return r, nil
+	return r
 }
 
 // Addr is the bound address.
@@ -73,7 +109,8 @@ func (r *Relay) Addr() net.Addr { return r.ln.Addr() }
 func (r *Relay) Conns() int { return int(r.open.Load()) }
 
 // SetTarget points new connections at the leader's address ("": no
-// leader known). A change closes every connection relayed so far.
+// leader known). A change closes every connection relayed so far, and
+// ends the dials toward the old address.
 func (r *Relay) SetTarget(addr string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -84,6 +121,8 @@ func (r *Relay) SetTarget(addr string) {
 		c.close()
 	}
 	clear(r.conns)
+	r.cancel()
+	r.dials, r.cancel = context.WithCancel(context.Background())
 	if r.target == "" {
 		close(r.known) // waiting connections go on
 	} else if addr == "" {
@@ -92,8 +131,16 @@ func (r *Relay) SetTarget(addr string) {
 	r.target = addr
 }
 
-// Close closes the listener and every relayed connection, and waits for
-// their goroutines.
+// Err is why the relay cannot accept connections, while it cannot; nil
+// while it can.
+func (r *Relay) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acceptErr
+}
+
+// Close closes the listener and every relayed connection, ends the dials,
+// and waits for their goroutines: none waits on the network.
 func (r *Relay) Close() {
 	r.mu.Lock()
 	if r.closed {
@@ -105,24 +152,48 @@ func (r *Relay) Close() {
 		c.close()
 	}
 	clear(r.conns)
+	r.cancel()
 	if r.target == "" {
 		close(r.known)
 	}
+	close(r.stop)
 	r.mu.Unlock()
 	r.ln.Close()
 	r.done.Wait()
 }
 
+// accept accepts connections until Close. An accept that fails otherwise
+// (EMFILE, ENFILE: out of file descriptors) is logged, reported by Err,
+// and tried again after a pause, which doubles while it fails.
 func (r *Relay) accept() {
 	defer r.done.Done()
+	pause := time.Duration(0)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		c, err := r.ln.Accept()
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			switch {
+			case r.isClosed() || errors.Is(err, net.ErrClosed):
+				return
+			case errors.As(err, &ne) && ne.Timeout():
 				continue
 			}
-			return // closed
+			pause = min(max(2*pause, acceptPause), maxAcceptPause)
+			r.failing(err, pause)
+			timer.Reset(pause)
+			select {
+			case <-timer.C:
+			case <-r.stop:
+				timer.Stop()
+				return
+			}
+			continue
+		}
+		if pause > 0 {
+			pause = 0
+			r.failing(nil, 0)
 		}
 		rc := &relayed{client: c}
 		r.mu.Lock()
@@ -139,25 +210,47 @@ func (r *Relay) accept() {
 	}
 }
 
+func (r *Relay) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// failing records that accepting fails (err) or works again (nil), and
+// logs each change.
+func (r *Relay) failing(err error, pause time.Duration) {
+	r.mu.Lock()
+	was := r.acceptErr
+	r.acceptErr = err
+	r.mu.Unlock()
+	switch {
+	case err != nil && was == nil:
+		r.log.Error("relay: cannot accept connections; trying again", zap.String("protocol", r.name),
+			zap.Stringer("addr", r.ln.Addr()), zap.Error(err), zap.Duration("pause", pause))
+	case err == nil && was != nil:
+		r.log.Warn("relay: accepting connections again", zap.String("protocol", r.name), zap.Stringer("addr", r.ln.Addr()))
+	}
+}
+
 // serve relays one connection: it waits for a leader, dials it, and copies
 // both ways until either side ends.
 func (r *Relay) serve(c *relayed) {
 	defer r.done.Done()
 	defer r.open.Add(-1)
 	defer r.forget(c)
-	target, ok := r.waitTarget()
+	target, dials, ok := r.waitTarget()
 	if !ok {
 		c.client.Close()
 		return
 	}
-	up, err := net.DialTimeout("tcp", target, holdTimeout)
+	up, err := r.dial(dials, "tcp", target)
 	if err != nil {
 		r.log.Debug("relay: cannot reach the leader", zap.String("protocol", r.name), zap.String("leader", target), zap.Error(err))
 		c.client.Close()
 		return
 	}
 	r.mu.Lock()
-	if !r.conns[c] { // closed meanwhile: the leader changed, or Close
+	if !r.conns[c] || dials.Err() != nil { // closed meanwhile: the leader changed, or Close
 		r.mu.Unlock()
 		up.Close()
 		c.client.Close()
@@ -191,24 +284,25 @@ func pipe(dst, src net.Conn) {
 	}
 }
 
-// waitTarget waits for a leader's address, for at most holdTimeout.
-func (r *Relay) waitTarget() (string, bool) {
+// waitTarget waits for a leader's address, for at most holdTimeout, and
+// returns it with the context of dials toward it.
+func (r *Relay) waitTarget() (string, context.Context, bool) {
 	t := time.NewTimer(holdTimeout)
 	defer t.Stop()
 	for {
 		r.mu.Lock()
-		target, known, closed := r.target, r.known, r.closed
+		target, known, closed, dials := r.target, r.known, r.closed, r.dials
 		r.mu.Unlock()
 		if closed {
-			return "", false
+			return "", nil, false
 		}
 		if target != "" {
-			return target, true
+			return target, dials, true
 		}
 		select {
 		case <-known:
 		case <-t.C:
-			return "", false
+			return "", nil, false
 		}
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -38,25 +39,13 @@ func nodeCerts(tb testing.TB, ca, cert *tlstest.Cert) *certs.Source {
 	return src
 }
 
-// waitFor polls cond until it holds; the wait is for another goroutine's
-// work, bounded generously.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestTLSClusterCommits: three nodes with mutual TLS commit, and every
 // follower applies what the leader committed.
 func TestTLSClusterCommits(t *testing.T) {
 	ca := tlstest.CA("cluster CA")
-	nodes := startThreeWith(t, func(id string) Config { return Config{TLS: nodeCerts(t, ca, ca.Node(id))} })
-	s := replicated.New(nodes[0].Raft(), nodes[0].FSM())
+	nodes := startThreeWith(t, func(_ int, cfg *Config) { cfg.TLS = nodeCerts(t, ca, ca.Node(cfg.ID)) })
+	l, _ := leaderOf(t, nodes)
+	s := replicated.New(context.Background(), l.Raft(), l.FSM(), replicated.Options{Term: l.Raft().CurrentTerm()})
 	defer s.Close()
 	for i := range 50 {
 		done := make(chan error, 1)
@@ -374,7 +363,7 @@ func TestDialRefuses(t *testing.T) {
 			}
 			defer n1.Close()
 			waitLeader(t, n1)
-			s := replicated.New(n1.Raft(), n1.FSM())
+			s := replicated.New(context.Background(), n1.Raft(), n1.FSM(), replicated.Options{Term: n1.Raft().CurrentTerm()})
 			defer s.Close()
 			done := make(chan error, 1)
 			s.Put(1, []byte("payroll"), func(err error) { done <- err })

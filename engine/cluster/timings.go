@@ -6,6 +6,7 @@ import (
 
 	metrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // timings is three of the timings hashicorp/raft reports through
@@ -81,14 +82,34 @@ func (s *timingSink) AddSampleWithLabels(key []string, val float32, labels []met
 	}
 }
 
+// forget drops a removed node's round-trip histogram.
+func (s *timingSink) forget(peer string) { s.appendRPC.DeleteLabelValues(peer) }
+
 func (s *timingSink) Describe(ch chan<- *prometheus.Desc) {
 	s.commit.Describe(ch)
 	s.store.Describe(ch)
 	s.appendRPC.Describe(ch)
 }
 
-func (s *timingSink) Collect(ch chan<- prometheus.Metric) {
+// collect sends the histograms, each follower's only if member says it
+// is one: a round trip to a node removed may end after forget.
+func (s *timingSink) collect(ch chan<- prometheus.Metric, member func(peer string) bool) {
 	s.commit.Collect(ch)
 	s.store.Collect(ch)
-	s.appendRPC.Collect(ch)
+	rpcs := make(chan prometheus.Metric, 16)
+	go func() {
+		s.appendRPC.Collect(rpcs)
+		close(rpcs)
+	}()
+	for m := range rpcs {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "peer" && member(l.GetValue()) {
+				ch <- m
+			}
+		}
+	}
 }

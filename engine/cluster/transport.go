@@ -1,50 +1,116 @@
 package cluster
 
 import (
+	"errors"
 	"io"
 	"sync"
 
 	"github.com/hashicorp/raft"
 )
 
-// transport is Raft's network transport over our stream layer
-// (stream.go), watched: the leader learns from each follower's answers to
-// AppendEntries how far its log reaches, which hashicorp/raft keeps to
-// itself, and the metrics report as each follower's lag. Every RPC's
-// target goes to the stream layer with the id of the node it is for
-// (dialAddr), so that the node's certificate can be checked against it.
+// raftTransport is what a node's Raft speaks over: hashicorp/raft's TCP
+// transport, or in tests its in-memory one.
+type raftTransport interface {
+	raft.Transport
+	raft.WithPreVote
+	raft.WithClose
+}
+
+// transport is Raft's transport, watched and fenced:
+//
+//   - the leader learns from each follower's answers to AppendEntries how
+//     far its log matches the leader's (its match index), which
+//     hashicorp/raft keeps to itself, and the metrics report as each
+//     follower's lag;
+//   - a node whose log has failed (fenced) asks for no vote: it can win
+//     no election, so it never leads on a log that acknowledges nothing;
+//   - over the network, every RPC's target goes to the stream layer with
+//     the id of the node it is for (dialAddr), so that the node's
+//     certificate can be checked against it (stream.go).
 type transport struct {
-	*raft.NetworkTransport
-	mu    sync.Mutex
-	last  map[string]uint64 // a follower's last log index, from its latest answer
-	close chan struct{}
+	raftTransport
+	// target is the address an RPC for the node id is sent to: dialAddr
+	// over our stream layer, the address itself in memory.
+	target func(id raft.ServerID, addr raft.ServerAddress) raft.ServerAddress
+	// fenced says why this node stands for no election, nil while it
+	// may.
+	fenced func() error
+	mu     sync.Mutex
+	match  map[string]peerMatch
+	close  chan struct{}
 }
 
-func newTransport(nt *raft.NetworkTransport) *transport {
-	return &transport{NetworkTransport: nt, last: make(map[string]uint64), close: make(chan struct{})}
+// peerMatch is the last entry a follower is known to hold, as the leader
+// of term learnt it.
+type peerMatch struct {
+	term, index uint64
 }
 
-func (t *transport) note(id raft.ServerID, resp *raft.AppendEntriesResponse) {
-	if resp == nil {
+func newTransport(rt raftTransport, fenced func() error) *transport {
+	return &transport{raftTransport: rt, fenced: fenced, target: sameAddr, match: make(map[string]peerMatch), close: make(chan struct{})}
+}
+
+// sameAddr is a transport's target where addresses need no node id.
+func sameAddr(_ raft.ServerID, addr raft.ServerAddress) raft.ServerAddress {
+	return addr
+}
+
+// note records a follower's answer to an AppendEntries: a success says it
+// holds every entry up to the last one sent (or the one before them, for
+// a heartbeat, which carries none and says nothing here).
+func (t *transport) note(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	if req == nil || resp == nil || !resp.Success {
 		return
 	}
+	index := req.PrevLogEntry + uint64(len(req.Entries))
 	t.mu.Lock()
-	t.last[string(id)] = resp.LastLog
+	if m := t.match[string(id)]; req.Term > m.term || req.Term == m.term && index > m.index {
+		t.match[string(id)] = peerMatch{term: req.Term, index: index}
+	}
 	t.mu.Unlock()
 }
 
-func (t *transport) match(id string) (uint64, bool) {
+// matchIndex is the last entry the follower id is known to hold, as this
+// node learnt it while leading in term.
+func (t *transport) matchIndex(id string, term uint64) (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v, ok := t.last[id]
-	return v, ok
+	m, ok := t.match[id]
+	return m.index, ok && m.term == term
+}
+
+// forget drops what is known of a node removed from the cluster.
+func (t *transport) forget(id string) {
+	t.mu.Lock()
+	delete(t.match, id)
+	t.mu.Unlock()
+}
+
+// errFenced is what a fenced node's requests for votes fail with.
+var errFenced = errors.New("cluster: this node's raft log failed: it stands for no election")
+
+// RequestVote is raft.Transport's, unless the node is fenced.
+func (t *transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if t.fenced() != nil {
+		return errFenced
+	}
+	return t.raftTransport.RequestVote(id, t.target(id, target), args, resp)
+}
+
+// RequestPreVote is raft.WithPreVote's, unless the node is fenced: a
+// fenced node's candidacy ends at its pre-vote, with no term raised.
+func (t *transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if t.fenced() != nil {
+		return errFenced
+	}
+	return t.raftTransport.RequestPreVote(id, t.target(id, target), args, resp)
 }
 
 // AppendEntries is raft.Transport's, noted.
 func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	err := t.NetworkTransport.AppendEntries(id, dialAddr(id, target), args, resp)
+	err := t.raftTransport.AppendEntries(id, t.target(id, target), args, resp)
 	if err == nil {
-		t.note(id, resp)
+		t.note(id, args, resp)
 	}
 	return err
 }
@@ -52,7 +118,7 @@ func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 // AppendEntriesPipeline is raft.Transport's, its answers noted as they
 // come.
 func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.NetworkTransport.AppendEntriesPipeline(id, dialAddr(id, target))
+	p, err := t.raftTransport.AppendEntriesPipeline(id, t.target(id, target))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +128,7 @@ func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 			select {
 			case f := <-p.Consumer():
 				if f.Error() == nil {
-					t.note(id, f.Response())
+					t.note(id, f.Request(), f.Response())
 				}
 				select {
 				case w.out <- f:
@@ -81,24 +147,14 @@ func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 	return w, nil
 }
 
-// RequestVote is raft.Transport's, to the node id.
-func (t *transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return t.NetworkTransport.RequestVote(id, dialAddr(id, target), args, resp)
-}
-
-// RequestPreVote is raft.WithPreVote's, to the node id.
-func (t *transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return t.NetworkTransport.RequestPreVote(id, dialAddr(id, target), args, resp)
-}
-
 // InstallSnapshot is raft.Transport's, to the node id.
 func (t *transport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	return t.NetworkTransport.InstallSnapshot(id, dialAddr(id, target), args, resp, data)
+	return t.raftTransport.InstallSnapshot(id, t.target(id, target), args, resp, data)
 }
 
 // TimeoutNow is raft.Transport's, to the node id.
 func (t *transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return t.NetworkTransport.TimeoutNow(id, dialAddr(id, target), args, resp)
+	return t.raftTransport.TimeoutNow(id, t.target(id, target), args, resp)
 }
 
 // Close closes the transport and stops the pipelines' watchers.
@@ -108,7 +164,7 @@ func (t *transport) Close() error {
 	default:
 		close(t.close)
 	}
-	return t.NetworkTransport.Close()
+	return t.raftTransport.Close()
 }
 
 type pipeline struct {

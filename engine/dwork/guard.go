@@ -37,22 +37,15 @@ package dwork
 //     header the budget cannot take closes the connection before zmq4
 //     allocates the frame; the budget cuts the largest holders as it does
 //     everywhere.
-//   - tell who closed. zmq4 has no way to say that a peer's connection
-//     closed (its ROUTER drops the connection in a goroutine of its own,
-//     and a socket monitor is not implemented), nor which peer identity a
-//     connection has (it makes one up for a peer that sends none). The
-//     guard learns a connection's identity from the replies: zmq4's ROUTER
-//     writes a reply, before its Send returns, to the connections whose
-//     peer has the identity in the reply's first frame, and the server
-//     names that identity (sendingTo) for the length of its Send. When the
-//     connection closes, the identities written to it go to onClose.
+//
+// It does not tell the server which connections close: a dwork host is
+// its name, not a connection (see locations.go).
 //
 // Errors the guard returns to zmq4 are net.Errors that are not timeouts,
 // so that zmq4 marks the connection closed and removes it from the socket
 // (it keeps a connection whose read failed otherwise).
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -76,9 +69,6 @@ type guardConfig struct {
 	maxConns  int64         // open connections
 	budget    *budget.Budget
 	log       *zap.Logger
-	// onClose hears the identities a closed connection's replies went
-	// to, from the goroutine that closed it; it must not block.
-	onClose func(ids [][]byte)
 }
 
 // guardError is what the guard returns to zmq4: a net.Error that is not a
@@ -237,21 +227,6 @@ type guardListener struct {
 	once  sync.Once
 	conns atomic.Int64
 	wg    sync.WaitGroup // accept loops
-
-	// The reply being sent, named by the server around its Send (see
-	// sendingTo): the identity it goes to, and the connections it reached.
-	sending atomic.Pointer[[]byte]
-	reached atomic.Int32
-}
-
-// sendingTo names the identity of the peer the reply about to be sent goes
-// to, and starts counting the writes of it; nil once it is sent (reached
-// then holds the count). The caller sends one reply at a time.
-func (l *guardListener) sendingTo(id *[]byte) {
-	if id != nil {
-		l.reached.Store(0)
-	}
-	l.sending.Store(id)
 }
 
 func newGuardListener(raws []net.Listener, cfg guardConfig) *guardListener {
@@ -369,9 +344,6 @@ type guardConn struct {
 	rpos, rend int
 	shook      atomic.Bool // the handshake is over: zmq4 reads messages
 	taken      int64       // what hold has taken for scan.held
-	// greeted: the peer's READY has been read, and zmq4 has written all it
-	// writes in the handshake; every write from then on is a reply.
-	greeted atomic.Bool
 
 	// hold is the connection's share of the memory budget; it is taken
 	// and given under mu, and released once closed is set.
@@ -383,7 +355,6 @@ type guardConn struct {
 	writing int    // bytes the writer is writing, out of the last out
 	spare   []byte
 	closed  bool
-	ids     [][]byte // the peer identities replies were written to it for
 	closeMu sync.Once
 	gone    chan struct{} // closed by Close
 }
@@ -442,13 +413,6 @@ func (c *guardConn) Read(p []byte) (int, error) {
 			c.Close()
 			return 0, serr
 		}
-		if c.scan.commands > 0 && !c.greeted.Load() {
-			// zmq4 reads the peer's READY after writing its own: its
-			// handshake writes are all done (and it reads READY whole
-			// before it hands the connection to the socket, which is what
-			// sends replies).
-			c.greeted.Store(true)
-		}
 	}
 	return n, err
 }
@@ -485,25 +449,8 @@ func (c *guardConn) Write(p []byte) (int, error) {
 	}
 	c.out = append(c.out, p...)
 	c.hold.Set(int64(len(c.out) + c.writing))
-	if c.greeted.Load() {
-		if id := c.l.sending.Load(); id != nil {
-			c.noteID(*id)
-			c.l.reached.Add(1)
-		}
-	}
 	c.mu.Unlock()
 	return len(p), nil
-}
-
-// noteID records that a reply to the peer identity id went to the
-// connection. Caller holds c.mu.
-func (c *guardConn) noteID(id []byte) {
-	for _, x := range c.ids {
-		if bytes.Equal(x, id) {
-			return
-		}
-	}
-	c.ids = append(c.ids, bytes.Clone(id))
 }
 
 // spareMax bounds the buffer a connection keeps for its next writes, and
@@ -554,17 +501,12 @@ func (c *guardConn) Close() error {
 		c.mu.Lock()
 		c.closed = true
 		c.out = nil
-		ids := c.ids
-		c.ids = nil
 		c.wake.Broadcast()
 		c.mu.Unlock()
 		c.hold.Release() // after closed: no Take or Give follows
 		c.l.conns.Add(-1)
 		err = c.Conn.Close()
 		close(c.gone)
-		if len(ids) > 0 && c.l.cfg.onClose != nil {
-			c.l.cfg.onClose(ids)
-		}
 	})
 	return err
 }

@@ -100,7 +100,7 @@ func (h *handler) handle(body []byte, env [][]byte) []byte {
 	case codec.QueryMsg_Create:
 		return h.create(env)
 	case codec.QueryMsg_Steal:
-		h.steal(env)
+		h.steal()
 	case codec.QueryMsg_Transfer:
 		h.complete()
 	case codec.QueryMsg_Lookup:
@@ -219,13 +219,14 @@ func (h *handler) create(env [][]byte) []byte {
 }
 
 // steal hands the location up to n ready tasks, each with its name, the
-// server as its origin and a log entry {Stolen, now in µs}. The location
-// is bound to the connection it came on (env's first frame names its
-// peer).
-func (h *handler) steal(env [][]byte) {
+// server as its origin and a log entry {Stolen, now in µs}.
+func (h *handler) steal() {
 	h.reset(codec.QueryMsg_NotFound)
 	n := codec.StealCount(&h.req)
 	if n == 0 || h.draining.Load() {
+		// Nothing handed out, but a host that is known is heard from:
+		// a Steal of none is how one shows it is alive.
+		h.locs.get(h.req.GetLocation(), h.now(), false)
 		return
 	}
 	l := h.locs.get(h.req.GetLocation(), h.now(), true)
@@ -233,9 +234,6 @@ func (h *handler) steal(env [][]byte) {
 		h.log.Warn("dwork: too many locations, each holding tasks; a Steal got none",
 			zap.String("location", h.req.GetLocation()), zap.Int("max", h.locs.max))
 		return
-	}
-	if len(env) > 0 {
-		h.locs.bind(l, env[0])
 	}
 	at := time.Now().UnixMicro()
 	for len(h.rep.Task) < n {

@@ -1,7 +1,6 @@
 package dwork
 
 import (
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -10,23 +9,28 @@ import (
 )
 
 // A location is a host that steals tasks: one sched.Worker, named after
-// it, serving the dwork function. The table of locations is the handler's
-// alone (one goroutine), bounded in size and in time:
+// it, serving the dwork function. A host is its name (the location of its
+// requests), never a connection: dwork's clients open a ZeroMQ connection
+// per command (dquery steal in one process, dquery complete in the next),
+// and a REQ socket reconnects on its own, so a closed connection says
+// nothing about the host. As with dwork's hub, a host keeps what it
+// holds until it completes it or sends Exit.
+//
+// The table of locations is the handler's alone (the server serializes
+// its users), bounded in size and in time:
 //
 //   - a location not heard from for ttl that holds nothing is forgotten
 //     (its worker closed), so the function's worker count in Gearman's
 //     "status" is the hosts that are around, not every host ever seen;
 //   - when the table is full, the least recently heard from location that
 //     holds nothing is forgotten to make room; if every one holds tasks,
-//     the newcomer gets none.
+//     the newcomer gets none;
+//   - with a host timeout (off by default, as in the hub), a location not
+//     heard from for that long is taken as exited, as by an Exit: what it
+//     holds goes back first in line and it is forgotten.
 //
-// A location that holds tasks is not forgotten that way: Exit gives its
-// tasks back, as with the real hub, and so does the closing of every
-// connection it stole on. A location is bound to the connections of its
-// Steals, each known by its peer's ZeroMQ identity (the envelope's first
-// frame); when the last of them closes, the host is taken as exited: what
-// it holds goes back first in line and it is forgotten (unless keepOnClose:
-// the hub's way, which notices nothing).
+// The table's list is kept in the order each location was last heard
+// from, so both sweeps start from its head.
 
 // location is one stealing host.
 type location struct {
@@ -35,7 +39,6 @@ type location struct {
 	seen       time.Time // last request naming it, by the monotonic clock
 	active     bool      // stole or completed since it was made or last exited (the hub's "listed as active")
 	prev, next *location // the table's list, least recently seen first
-	conns      []string  // identities of the open connections it stole on
 }
 
 // locations is the table.
@@ -44,56 +47,44 @@ type locations struct {
 	fn          []byte
 	max         int
 	ttl         time.Duration
+	hostTimeout time.Duration // 0: a silent host is never taken as exited
 	byName      map[string]*location
-	byConn      map[string][]*location // identity -> the locations that stole on it
-	head        *location              // least recently seen
+	head        *location // least recently seen
 	tail        *location
-	keepOnClose bool
 	held        []uint64 // scratch
 	log         *zap.Logger
 }
 
 func newLocations(s *sched.Sched, fn string, max int, ttl time.Duration) *locations {
 	return &locations{s: s, fn: []byte(fn), max: max, ttl: ttl,
-		byName: make(map[string]*location), byConn: make(map[string][]*location), log: zap.NewNop()}
+		byName: make(map[string]*location), log: zap.NewNop()}
 }
 
-// bind records that l stole on a connection whose peer's identity is id.
-func (ls *locations) bind(l *location, id []byte) {
-	if ls.keepOnClose {
-		return
-	}
-	for _, c := range l.conns {
-		if c == string(id) {
-			return
+// sweep is the table's upkeep at now: hosts silent for the host timeout
+// are taken as exited, and hosts silent for the TTL that hold nothing are
+// forgotten. It reports how many hosts it took as exited.
+func (ls *locations) sweep(now time.Time) (exited int) {
+	if ls.hostTimeout > 0 {
+		for l := ls.head; l != nil && now.Sub(l.seen) >= ls.hostTimeout; l = ls.head {
+			ls.held = requeueHeld(l.w, ls.held)
+			ls.log.Warn("dwork: a host sent nothing for the host timeout; taken as exited, its tasks back in the queue",
+				zap.String("location", l.name), zap.Int("tasks", len(ls.held)),
+				zap.Duration("silent", now.Sub(l.seen)), zap.Duration("timeout", ls.hostTimeout))
+			ls.forget(l)
+			exited++
 		}
 	}
-	c := string(id)
-	l.conns = append(l.conns, c)
-	ls.byConn[c] = append(ls.byConn[c], l)
-}
-
-// closed is the closing of the connection whose peer's identity is id: a
-// location that stole on it and on no other open connection is taken as
-// exited, as Exit does: what it holds goes back first in line, and it is
-// forgotten.
-func (ls *locations) closed(id []byte) {
-	locs, ok := ls.byConn[string(id)]
-	if !ok {
-		return
-	}
-	delete(ls.byConn, string(id))
-	// The last bound first: each requeue goes to the front, so the tasks
-	// of the location that first stole on the connection lead.
-	for _, l := range slices.Backward(locs) {
-		l.conns = slices.DeleteFunc(l.conns, func(c string) bool { return c == string(id) })
-		if len(l.conns) == 0 {
-			ls.held = requeueHeld(l.w, ls.held)
-			ls.log.Info("dwork: a host's connections closed; taken as exited, its tasks back in the queue",
-				zap.String("location", l.name), zap.Int("tasks", len(ls.held)))
+	// A host that holds tasks stays, however long it is silent: it is
+	// passed over, not moved, so that its place still says when it was
+	// last heard from.
+	for l := ls.head; l != nil && now.Sub(l.seen) >= ls.ttl; {
+		next := l.next
+		if l.w.Running() == 0 {
 			ls.forget(l)
 		}
+		l = next
 	}
+	return exited
 }
 
 // nopWaker: a location's worker never sleeps, Steal never waits.
@@ -104,7 +95,6 @@ func (nopWaker) Wake(any) {}
 // get returns the location named name, heard from now, making it when
 // create is set (nil when the table is full of locations holding tasks).
 func (ls *locations) get(name string, now time.Time, create bool) *location {
-	ls.expire(now)
 	if l := ls.byName[name]; l != nil {
 		ls.touch(l, now)
 		return l
@@ -128,18 +118,6 @@ func (ls *locations) get(name string, now time.Time, create bool) *location {
 // location running a job whose JobView.Worker is name.
 func (ls *locations) holder(name string) *location { return ls.byName[name] }
 
-// expire forgets the locations not heard from for ttl that hold nothing;
-// one that holds tasks counts as heard from.
-func (ls *locations) expire(now time.Time) {
-	for l := ls.head; l != nil && now.Sub(l.seen) >= ls.ttl; l = ls.head {
-		if l.w.Running() > 0 {
-			ls.touch(l, now) // to the back, seen now: the loop ends
-			continue
-		}
-		ls.forget(l)
-	}
-}
-
 // evict forgets the least recently seen location that holds nothing, and
 // reports whether there was one.
 func (ls *locations) evict() bool {
@@ -157,15 +135,6 @@ func (ls *locations) evict() bool {
 func (ls *locations) forget(l *location) {
 	delete(ls.byName, l.name)
 	ls.unlink(l)
-	for _, c := range l.conns {
-		rest := slices.DeleteFunc(ls.byConn[c], func(x *location) bool { return x == l })
-		if len(rest) == 0 {
-			delete(ls.byConn, c)
-		} else {
-			ls.byConn[c] = rest
-		}
-	}
-	l.conns = nil
 	l.w.Close()
 }
 

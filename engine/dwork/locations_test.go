@@ -41,8 +41,9 @@ func workers(s *sched.Sched) int {
 }
 
 // Locations not heard from for the TTL go, unless they hold a task; the
-// table is kept least recently seen first.
-func TestLocationsExpire(t *testing.T) {
+// table is kept least recently heard from first, and a silent holder keeps
+// its place there.
+func TestLocationsSweepTTL(t *testing.T) {
 	ls, s := locTable(t, 10, "job")
 	t0 := time.Now()
 	ls.get("a", t0, true)
@@ -51,18 +52,20 @@ func TestLocationsExpire(t *testing.T) {
 	if busy.w.Grab() == nil {
 		t.Fatal("no job to hold")
 	}
-	ls.get("a", t0.Add(30*time.Second), false) // seen again: last
+	ls.get("a", t0.Add(30*time.Second), false) // heard again: last
 	for _, tc := range []struct {
 		at   time.Duration
 		want []string
 	}{
 		{30 * time.Second, []string{"b", "c", "a"}},
 		{70 * time.Second, []string{"c", "a"}}, // b idle for a minute
-		{80 * time.Second, []string{"a", "c"}}, // c holds a task: kept, as if seen
+		{80 * time.Second, []string{"c", "a"}}, // c holds a task: kept, in its place
 		{100 * time.Second, []string{"c"}},     // a idle for 70s
-		{200 * time.Second, []string{"c"}},     // still holding
+		{1000 * time.Hour, []string{"c"}},      // still holding: no host timeout
 	} {
-		ls.expire(t0.Add(tc.at))
+		if n := ls.sweep(t0.Add(tc.at)); n != 0 {
+			t.Fatalf("at %v: %d hosts taken as exited with no host timeout", tc.at, n)
+		}
 		if got := ls.names(); !slices.Equal(got, tc.want) {
 			t.Fatalf("at %v: %v, want %v", tc.at, got, tc.want)
 		}
@@ -72,6 +75,62 @@ func TestLocationsExpire(t *testing.T) {
 	}
 	if got := ls.get("b", t0.Add(200*time.Second), false); got != nil {
 		t.Fatal("a forgotten location is still known")
+	}
+	if busy.w.Running() != 1 {
+		t.Fatal("the silent holder lost its task")
+	}
+}
+
+// With a host timeout, a host not heard from for that long is taken as
+// exited, holding tasks or not: its tasks back first in line, in the order
+// it stole them, and it is forgotten. A host heard from in time keeps its
+// tasks, however long it holds them; the clock is the caller's.
+func TestLocationsSweepHostTimeout(t *testing.T) {
+	ls, s := locTable(t, 10, "j1", "j2", "j3", "j4")
+	ls.hostTimeout = 30 * time.Second
+	t0 := time.Unix(1000, 0)
+	a := ls.get("a", t0, true)
+	a.w.Grab() // j1
+	a.w.Grab() // j2
+	b := ls.get("b", t0.Add(10*time.Second), true)
+	b.w.Grab() // j3
+	ls.get("idle", t0.Add(15*time.Second), true)
+	for _, tc := range []struct {
+		at      time.Duration
+		touch   string // heard from just before the sweep
+		exited  int
+		want    []string
+		running int
+	}{
+		{29 * time.Second, "", 0, []string{"a", "b", "idle"}, 3},
+		{30 * time.Second, "", 1, []string{"b", "idle"}, 1},  // a silent 30s: j1, j2 back
+		{39 * time.Second, "b", 0, []string{"idle", "b"}, 1}, // b heard at 39s
+		{45 * time.Second, "", 1, []string{"b"}, 1},          // idle silent 30s
+		{68 * time.Second, "", 0, []string{"b"}, 1},          // b silent 29s
+		{69 * time.Second, "", 1, nil, 0},                    // b silent 30s: j3 back
+	} {
+		now := t0.Add(tc.at)
+		if tc.touch != "" {
+			ls.get(tc.touch, now, false)
+		}
+		if n := ls.sweep(now); n != tc.exited {
+			t.Fatalf("at %v: %d taken as exited, want %d", tc.at, n, tc.exited)
+		}
+		if got := ls.names(); !slices.Equal(got, tc.want) {
+			t.Fatalf("at %v: %v, want %v", tc.at, got, tc.want)
+		}
+		if n := s.Funcs()[0].Running; n != tc.running {
+			t.Fatalf("at %v: %d running, want %d", tc.at, n, tc.running)
+		}
+	}
+	c := ls.get("c", t0.Add(70*time.Second), true)
+	var got []string
+	for j := c.w.Grab(); j != nil; j = c.w.Grab() {
+		got = append(got, j.Unique())
+	}
+	// j3 went back last, so it leads; then a's, in the order a stole them.
+	if want := []string{"j3", "j1", "j2", "j4"}; !slices.Equal(got, want) {
+		t.Fatalf("grabbed %v after the timeouts, want %v", got, want)
 	}
 }
 
@@ -129,67 +188,5 @@ func TestRequeueHeld(t *testing.T) {
 	}
 	if want := []string{"j1", "j2", "j3", "j4"}; !slices.Equal(got, want) {
 		t.Fatalf("grabbed %v after the requeue, want %v", got, want)
-	}
-}
-
-// The connections of locations: a location is taken as exited when the
-// last connection it stole on closes; one connection may serve several
-// locations; a location forgotten otherwise (Exit, the TTL) leaves no
-// trace in the table of connections.
-func TestLocationsClosed(t *testing.T) {
-	ls, s := locTable(t, 10, "j1", "j2", "j3")
-	now := time.Now()
-	a, b := ls.get("a", now, true), ls.get("b", now, true)
-	a.w.Grab()
-	b.w.Grab()
-	ls.bind(a, []byte("conn1"))
-	ls.bind(a, []byte("conn2"))
-	ls.bind(a, []byte("conn1")) // again: nothing new
-	ls.bind(b, []byte("conn2"))
-	if len(a.conns) != 2 || len(ls.byConn["conn2"]) != 2 {
-		t.Fatalf("a on %q, conn2 serves %d", a.conns, len(ls.byConn["conn2"]))
-	}
-	ls.closed([]byte("conn1"))
-	if got := ls.names(); !slices.Equal(got, []string{"a", "b"}) || a.w.Running() != 1 {
-		t.Fatalf("after conn1 closed: %v, a holding %d; want a still on conn2", got, a.w.Running())
-	}
-	ls.closed([]byte("unknown"))
-	ls.closed([]byte("conn2"))
-	if got := ls.names(); len(got) != 0 || workers(s) != 0 || s.Len() != 3 || len(ls.byConn) != 0 {
-		t.Fatalf("after conn2 closed: %v, %d workers, %d jobs, %d connections; want none, none, 3, none",
-			got, workers(s), s.Len(), len(ls.byConn))
-	}
-	c := ls.get("c", now, true)
-	var grabbed []string
-	for j := c.w.Grab(); j != nil; j = c.w.Grab() {
-		grabbed = append(grabbed, j.Unique())
-	}
-	if want := []string{"j1", "j2", "j3"}; !slices.Equal(grabbed, want) {
-		t.Fatalf("grabbed %v after the closes, want %v (given back first in line)", grabbed, want)
-	}
-
-	d := ls.get("d", now, true)
-	ls.bind(d, []byte("conn3"))
-	ls.bind(c, []byte("conn3"))
-	ls.forget(d) // an Exit
-	if got := ls.byConn["conn3"]; len(got) != 1 || got[0] != c {
-		t.Fatalf("conn3 serves %d locations after d was forgotten, want c alone", len(got))
-	}
-	ls.forget(c)
-	if len(ls.byConn) != 0 {
-		t.Fatalf("%d connections known with no location", len(ls.byConn))
-	}
-}
-
-// keepOnClose binds nothing: a closed connection takes no location away.
-func TestLocationsKeepOnClose(t *testing.T) {
-	ls, _ := locTable(t, 10, "j1")
-	ls.keepOnClose = true
-	a := ls.get("a", time.Now(), true)
-	a.w.Grab()
-	ls.bind(a, []byte("conn1"))
-	ls.closed([]byte("conn1"))
-	if got := ls.names(); !slices.Equal(got, []string{"a"}) || a.w.Running() != 1 {
-		t.Fatalf("%v, a holding %d; want a holding its task", got, a.w.Running())
 	}
 }

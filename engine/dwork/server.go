@@ -11,9 +11,10 @@
 // answers NotFound at once when nothing is ready). A Create waits for the
 // durable store before its OK, without holding that goroutine: the reply
 // goes out from the store's callback. Each host that steals is a location,
-// one sched.Worker named after it. A host whose connections it stole on
-// have all closed is taken as exited (see locations.go), as the guarded
-// transport reports closed connections (guard.go).
+// one sched.Worker named after it: a host is its name, not a connection
+// (see locations.go). It keeps what it holds until it completes it or
+// sends Exit, or, with Config.HostTimeout, until it has been silent that
+// long.
 //
 // # How it maps onto sched
 //
@@ -45,6 +46,7 @@ import (
 
 	codec "switchyard/codec/dwork"
 	"switchyard/engine/budget"
+	"switchyard/engine/workerline"
 	"switchyard/sched"
 )
 
@@ -71,12 +73,13 @@ type Config struct {
 	// 4 × codec.MaxMessage.
 	WriteTimeout time.Duration
 	MaxOutbound  int
-	// KeepOnClose leaves a host its tasks when the connections it stole on
-	// close, as dwork's hub does (for hosts that connect once a request,
-	// as dwork's dquery steal and complete from a shell do). By default
-	// such a host is taken as exited: its tasks go back to the queue, first
-	// in line, and it is forgotten, as an Exit does.
-	KeepOnClose bool
+	// HostTimeout takes a host that has sent nothing naming it (a Steal,
+	// a completion) for this long as exited, as an Exit does: its tasks go
+	// back to the queue, first in line, and it is forgotten. 0 = never, as
+	// with dwork's hub: a host holds its tasks until it completes them or
+	// sends Exit. Connections closing never count: dwork's clients open
+	// one per command.
+	HostTimeout time.Duration
 	// Budget is the server's memory budget, which the messages a peer has
 	// zmq4 hold and the replies waiting for it are held against (see
 	// guard.go); nil: none.
@@ -119,22 +122,10 @@ type Server struct {
 	frames   [][]byte // a reply's frames, the serving goroutine's
 
 	// hmu serializes the handler (and its table of locations) between the
-	// serving goroutine and the one that hears of closed connections.
-	hmu sync.Mutex
-	// sendMu makes one Send at a time, so that the guard knows whose
-	// reply it writes (guardListener.sendingTo); sendID is that reply's
-	// peer identity.
-	sendMu sync.Mutex
-	sendID []byte
-	// Identities whose connections closed, for closer.
-	closedMu  sync.Mutex
-	closedIDs [][]byte
-	closedSig chan struct{}
-	closerWG  sync.WaitGroup
-	closeDone chan struct{} // closed by Stop: closer returns
-	// closedNote, when set (tests, before Start), hears each identity
-	// closer has dealt with.
-	closedNote func(id []byte)
+	// serving goroutine, the sweeper and the operator endpoints' listing.
+	hmu       sync.Mutex
+	sweepWG   sync.WaitGroup
+	sweepDone chan struct{} // closed by Stop: the sweeper returns
 }
 
 // New prepares a server; Start binds and runs it.
@@ -166,10 +157,9 @@ func New(cfg Config, s *sched.Sched, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	srv := &Server{cfg: cfg, sched: s, log: log, done: make(chan struct{}),
-		closedSig: make(chan struct{}, 1), closeDone: make(chan struct{})}
+	srv := &Server{cfg: cfg, sched: s, log: log, done: make(chan struct{}), sweepDone: make(chan struct{})}
 	locs := newLocations(s, cfg.Func, cfg.MaxLocations, cfg.LocationTTL)
-	locs.keepOnClose, locs.log = cfg.KeepOnClose, log
+	locs.hostTimeout, locs.log = max(cfg.HostTimeout, 0), log
 	srv.h = newHandler(s, cfg.Func, cfg.Host, locs, &srv.draining, log)
 	srv.h.send = srv.sendLater
 	return srv
@@ -239,7 +229,6 @@ func (s *Server) Start() error {
 		maxConns:  int64(s.cfg.MaxConns),
 		budget:    s.cfg.Budget,
 		log:       s.log,
-		onClose:   s.connClosed,
 	})
 	zlog, err := zap.NewStdLogAt(s.log, zapcore.DebugLevel)
 	if err != nil {
@@ -253,7 +242,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("dwork: %w", err)
 	}
 	go s.serve()
-	s.closerWG.Go(s.closer)
+	s.sweepWG.Go(s.sweeper)
 	return nil
 }
 
@@ -286,8 +275,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.closing.Store(true)
 		s.sock.Close()
-		close(s.closeDone)
-		s.closerWG.Wait()
+		close(s.sweepDone)
+		s.sweepWG.Wait()
 		select {
 		case <-s.done:
 			s.h.locs.closeAll()
@@ -299,43 +288,37 @@ func (s *Server) Stop(ctx context.Context) error {
 	return err
 }
 
-// connClosed is the guard's onClose: it queues the identities for closer
-// and never waits.
-func (s *Server) connClosed(ids [][]byte) {
-	s.closedMu.Lock()
-	s.closedIDs = append(s.closedIDs, ids...)
-	s.closedMu.Unlock()
-	select {
-	case s.closedSig <- struct{}{}:
-	default:
+// sweepEvery is how often the sweeper looks: a quarter of the shorter of
+// the TTL and the host timeout, so that a host is taken as exited at most
+// a quarter late, within [10 ms, 1 s].
+func (s *Server) sweepEvery() time.Duration {
+	d := s.cfg.LocationTTL
+	if t := s.cfg.HostTimeout; t > 0 {
+		d = min(d, t)
+	}
+	return min(max(d/4, 10*time.Millisecond), time.Second)
+}
+
+// sweeper keeps the table of locations (locations.sweep) between the
+// serving goroutine's requests, until Stop.
+func (s *Server) sweeper() {
+	t := time.NewTicker(s.sweepEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.sweep()
+		case <-s.sweepDone:
+			return
+		}
 	}
 }
 
-// closer is the goroutine that takes the hosts of closed connections as
-// exited (locations.closed), between the serving goroutine's requests.
-func (s *Server) closer() {
-	var ids [][]byte
-	for {
-		select {
-		case <-s.closedSig:
-		case <-s.closeDone:
-			return
-		}
-		s.closedMu.Lock()
-		ids, s.closedIDs = s.closedIDs, ids[:0]
-		s.closedMu.Unlock()
-		s.hmu.Lock()
-		for _, id := range ids {
-			s.h.locs.closed(id)
-		}
-		s.hmu.Unlock()
-		if s.closedNote != nil {
-			for _, id := range ids {
-				s.closedNote(id)
-			}
-		}
-		clear(ids)
-	}
+// sweep runs one sweep at the handler's clock.
+func (s *Server) sweep() int {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	return s.h.locs.sweep(s.h.now())
 }
 
 // serve is the one goroutine that receives, handles and replies.
@@ -362,17 +345,14 @@ func (s *Server) serve() {
 				zap.Int("frames", len(msg.Frames)))
 			reply = s.h.refuse()
 		}
+		s.hmu.Unlock()
 		if reply != nil {
+			// The reply is the handler's until its next request: this
+			// goroutine's alone.
 			s.frames = append(append(s.frames[:0], env...), reply)
-			if !s.sendFrames(s.frames) {
-				// No connection has the peer's identity: it closed before
-				// (or as) its request was handled, and its closing may not
-				// have named that identity, which had no reply yet.
-				s.h.locs.closed(env[0])
-			}
+			s.sendFrames(s.frames)
 			clear(s.frames)
 		}
-		s.hmu.Unlock()
 	}
 }
 
@@ -398,22 +378,13 @@ func (s *Server) sendLater(env [][]byte, reply []byte) {
 	s.sendFrames(append(env[:len(env):len(env)], reply))
 }
 
-// sendFrames sends a reply, frames[0] the peer's identity, and reports
-// whether it reached a connection. zmq4 writes it into the guarded
-// connections' buffers before returning (see guard.go): this never waits
-// on the client.
-func (s *Server) sendFrames(frames [][]byte) (reached bool) {
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	s.sendID = frames[0]
-	s.ln.sendingTo(&s.sendID)
-	err := s.sock.Send(zmq4.NewMsgFrom(frames...))
-	s.ln.sendingTo(nil)
-	s.sendID = nil
-	if err != nil && !s.closing.Load() {
+// sendFrames sends a reply, frames[0] the peer's identity. zmq4 writes
+// it into the guarded connections' buffers before returning (see
+// guard.go): this never waits on the client.
+func (s *Server) sendFrames(frames [][]byte) {
+	if err := s.sock.Send(zmq4.NewMsgFrom(frames...)); err != nil && !s.closing.Load() {
 		s.log.Debug("dwork: a reply was not sent", zap.Error(err))
 	}
-	return s.ln.reached.Load() > 0
 }
 
 // The guarded transport (guard.go) is registered with zmq4 once, under a
@@ -462,3 +433,19 @@ func (guardTransport) Listen(_ context.Context, key string) (net.Listener, error
 }
 
 func (guardTransport) Addr(ep string) (string, error) { return ep, nil }
+
+// ListHosts lists the hosts known (the locations), the most recently
+// heard from first, for the operator endpoints: each one a worker of the
+// dwork function with no connection of its own, named by its location,
+// with when it was last heard from.
+func (s *Server) ListHosts() []workerline.Worker {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	ls := s.h.locs
+	out := make([]workerline.Worker, 0, len(ls.byName))
+	for l := ls.tail; l != nil; l = l.prev {
+		out = append(out, workerline.Worker{FD: -1, Peer: "dwork", ID: l.name, Funcs: []string{s.cfg.Func},
+			Protocol: "dwork", Sched: l.w, Heard: l.seen})
+	}
+	return out
+}

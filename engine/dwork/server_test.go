@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,12 +32,11 @@ import (
 const replyTimeout = 10 * time.Second
 
 type tenv struct {
-	t      *testing.T
-	s      *sched.Sched
-	srv    *Server
-	addr   string
-	logs   *observer.ObservedLogs
-	closed chan string // identities whose closing the server has dealt with
+	t    *testing.T
+	s    *sched.Sched
+	srv  *Server
+	addr string
+	logs *observer.ObservedLogs
 }
 
 // start runs a server with cfg (on 127.0.0.1:0, origin "hub" unless cfg
@@ -53,13 +53,6 @@ func start(t *testing.T, cfg Config, scfg sched.Config) *tenv {
 		cfg.Host = "hub"
 	}
 	srv := New(cfg, s, zap.New(core))
-	closed := make(chan string, 1024)
-	srv.closedNote = func(id []byte) {
-		select {
-		case closed <- string(id):
-		default: // a test that does not look
-		}
-	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +63,7 @@ func start(t *testing.T, cfg Config, scfg sched.Config) *tenv {
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return &tenv{t: t, s: s, srv: srv, addr: srv.Addrs()[0].String(), logs: logs, closed: closed}
+	return &tenv{t: t, s: s, srv: srv, addr: srv.Addrs()[0].String(), logs: logs}
 }
 
 // client is a REQ socket.
@@ -642,20 +635,6 @@ func TestDrainAndStop(t *testing.T) {
 	}
 }
 
-// waitClosed waits until the server has dealt with a connection's closing.
-func (e *tenv) waitClosed() {
-	e.t.Helper()
-	select {
-	case <-e.closed:
-	case <-time.After(replyTimeout):
-		e.t.Fatal("no connection's closing dealt with")
-	}
-}
-
-// goneWithin is how soon a host whose connections close must be gone
-// (issue 24: "within a second").
-const goneWithin = time.Second
-
 // dworkStat is the dwork function's counts in the scheduler.
 func dworkStat(s *sched.Sched) sched.FuncStat {
 	for _, f := range s.Funcs() {
@@ -681,75 +660,112 @@ func (e *tenv) waitStat(within time.Duration, what string, running, workers int)
 	}
 }
 
-// A host whose connections it stole on have all closed is taken as
-// exited, within a second: its tasks go back first in line, in the order
-// it stole them, and it is no longer a worker. While one of them is open
-// it keeps them.
-func TestHostConnectionsClose(t *testing.T) {
-	e := start(t, Config{}, sched.Config{})
-	c := e.dial()
-	wantType(t, "create", c.do(createReq(task("t1"), task("t2"), task("t3"), task("t4"))), codec.QueryMsg_OK)
-	a, b := e.dial(), e.dial()
-	a.steal(t, "h1", 1, "t1")
-	b.steal(t, "h1", 1, "t2")
-	c.steal(t, "h2", 1, "t3")
-	e.waitStat(replyTimeout, "stolen", 3, 2)
-
-	a.sock.Close()
-	e.waitClosed() // dealt with: h1 still has b
-	if st := dworkStat(e.s); st.Running != 3 || st.Workers != 2 {
-		t.Fatalf("after one of h1's connections closed: %+v, want it to hold its tasks", st)
-	}
-	b.sock.Close()
-	e.waitStat(goneWithin, "after h1's last connection closed", 1, 1)
-	if n := e.logs.FilterMessageSnippet("taken as exited").FilterField(zap.String("location", "h1")).Len(); n != 1 {
-		t.Errorf("%d log lines say h1 was taken as exited, want 1", n)
-	}
-	c.steal(t, "h3", 10, "t1", "t2", "t4")
-	c.lookup(t, "t3", "h2")
-}
-
-// A Steal whose connection closes before its reply is written (the peer
-// sent it and left): the tasks it would have taken go back at once.
-func TestHostLeavesBeforeItsReply(t *testing.T) {
-	e := start(t, Config{}, sched.Config{})
-	c := e.dial()
-	wantType(t, "create", c.do(createReq(task("t1"))), codec.QueryMsg_OK)
-	gone := e.dial()
-	b, err := proto.Marshal(stealReq("h1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone.send(b)
-	gone.sock.Close()
-	// Whether the server handled the Steal before or after the close, the
-	// task is back.
-	for deadline := time.Now().Add(replyTimeout); ; {
-		r := c.do(stealReq("h2"))
-		if r.GetType() == codec.QueryMsg_Transfer {
-			wantStolen(t, "steal by h2", r, time.Time{}, time.Now(), "t1")
-			break
-		}
+// waitConns waits until the server counts want open connections: zmq4
+// dials and closes on goroutines of its own.
+func (e *tenv) waitConns(want int) {
+	e.t.Helper()
+	for deadline := time.Now().Add(replyTimeout); e.srv.Conns() != want; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("t1 not back after %v: %v", replyTimeout, dworkStat(e.s))
+			e.t.Fatalf("Conns() = %d, want %d", e.srv.Conns(), want)
 		}
-		time.Sleep(time.Millisecond)
 	}
-	e.waitStat(replyTimeout, "h2 holds t1", 1, 1)
 }
 
-// KeepOnClose: the hub's way, a host keeps its tasks whatever its
-// connections do (dquery steals from a shell, a connection a request).
-func TestKeepOnClose(t *testing.T) {
-	e := start(t, Config{KeepOnClose: true}, sched.Config{})
+// A host is its name, not a connection, as with dwork's hub: dquery
+// steals in one process and completes in the next, each on a connection
+// of its own that closes when it exits. The host keeps what it stole
+// across its connections closing, until it completes it or sends Exit.
+func TestHostIsItsName(t *testing.T) {
+	e := start(t, Config{}, sched.Config{})
 	c := e.dial()
-	wantType(t, "create", c.do(createReq(task("t1"))), codec.QueryMsg_OK)
-	once := e.dial()
-	once.steal(t, "h1", 1, "t1")
-	once.sock.Close()
-	e.waitClosed()
+	wantType(t, "create", c.do(createReq(task("t1"), task("t2"), task("t3", "t1"))), codec.QueryMsg_OK)
+	c.sock.Close()
+
+	steal := e.dial()
+	steal.steal(t, "h1", 1, "t1")
+	steal.sock.Close()
+	e.waitConns(0)
+	e.srv.sweep() // the upkeep a second would do: it takes nobody
 	if st := dworkStat(e.s); st.Running != 1 || st.Workers != 1 {
-		t.Fatalf("%+v, want h1 holding t1", st)
+		t.Fatalf("after h1's connection closed: %+v, want h1 holding t1", st)
 	}
-	wantType(t, "completion from another connection", c.do(doneReq("h1", "t1")), codec.QueryMsg_OK)
+
+	complete := e.dial()
+	wantType(t, "t1 done, from another connection", complete.do(doneReq("h1", "t1")), codec.QueryMsg_OK)
+	complete.lookup(t, "t1", "h1")
+	complete.steal(t, "h1", 1, "t2") // ready before t3 (the scheduler's FIFO; see docs/dwork.md)
+	complete.sock.Close()
+
+	exit := e.dial()
+	wantType(t, "h1 exits", exit.do(exitReq("h1")), codec.QueryMsg_OK)
+	exit.steal(t, "h2", 5, "t2", "t3")
+	if n := e.logs.FilterMessageSnippet("taken as exited").Len(); n != 0 {
+		t.Errorf("%d log lines say a host was taken as exited", n)
+	}
+}
+
+// fakeClock is the handler's clock in a test: it moves only when told.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() time.Time  { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) set(t time.Time) { c.ns.Store(t.UnixNano()) }
+func (e *tenv) useClock(c *fakeClock) {
+	e.srv.hmu.Lock()
+	e.srv.h.now = c.now
+	e.srv.hmu.Unlock()
+}
+
+// --dwork-host-timeout: a host that names itself in no request for the
+// timeout is taken as exited, its tasks first in line, with a log line;
+// any request naming it (a Steal that finds nothing, a completion) keeps
+// it. /api/connections's listing (ListHosts) says when each host was last
+// heard from, and no longer lists one taken as exited.
+func TestHostTimeout(t *testing.T) {
+	e := start(t, Config{HostTimeout: time.Minute}, sched.Config{})
+	clock := &fakeClock{}
+	t0 := time.Unix(1_800_000_000, 0)
+	clock.set(t0)
+	e.useClock(clock)
+	c := e.dial()
+	wantType(t, "create", c.do(createReq(task("t1"), task("t2"))), codec.QueryMsg_OK)
+	c.steal(t, "h1", 1, "t1")
+	c.steal(t, "h2", 1, "t2")
+
+	at := func(d time.Duration, exited int) {
+		t.Helper()
+		clock.set(t0.Add(d))
+		if n := e.srv.sweep(); n != exited {
+			t.Fatalf("at %v: %d hosts taken as exited, want %d", d, n, exited)
+		}
+	}
+	at(59*time.Second, 0)
+	c.steal(t, "h1", 1) // nothing to steal, but h1 is heard from at 59s
+	hosts := e.srv.ListHosts()
+	if len(hosts) != 2 || hosts[0].ID != "h1" || !hosts[0].Heard.Equal(t0.Add(59*time.Second)) ||
+		hosts[1].ID != "h2" || !hosts[1].Heard.Equal(t0) || hosts[0].Sched == nil || hosts[0].FD != -1 {
+		t.Fatalf("ListHosts: %+v, want h1 heard at 59s then h2 at 0s", hosts)
+	}
+	at(60*time.Second, 1) // h2, silent a minute
+	if n := e.logs.FilterMessageSnippet("taken as exited").FilterField(zap.String("location", "h2")).Len(); n != 1 {
+		t.Errorf("%d log lines say h2 was taken as exited, want 1", n)
+	}
+	if st := dworkStat(e.s); st.Running != 1 || st.Workers != 1 {
+		t.Fatalf("after h2's timeout: %+v, want h1 alone, holding t1", st)
+	}
+	r := c.do(doneReq("h2", "t2")) // too late: t2 is queued again
+	if r.GetType() != codec.QueryMsg_NotFound || len(r.Task) != 1 {
+		t.Fatalf("h2's late completion: %v, want NotFound listing t2", r)
+	}
+	c.steal(t, "h3", 1, "t2")
+	clock.set(t0.Add(118 * time.Second))
+	wantType(t, "t1 done by h1 at 118s", c.do(doneReq("h1", "t1")), codec.QueryMsg_OK)
+	at(119*time.Second, 0)
+	at(120*time.Second, 1) // h3, silent since 60s
+	at(177*time.Second, 0)
+	c.steal(t, "h1", 0) // a Steal of none: h1 is heard from at 177s
+	at(236*time.Second, 0)
+	at(237*time.Second, 1) // h1, silent since 177s, holding nothing
+	if hosts := e.srv.ListHosts(); len(hosts) != 0 {
+		t.Fatalf("ListHosts after every timeout: %+v", hosts)
+	}
 }

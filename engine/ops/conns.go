@@ -35,8 +35,13 @@ type connJSON struct {
 	HeldFor num `json:"held_for"`
 	// Idle is how long it has held no job, seconds; null while it holds
 	// one, for a client, or when not timed.
-	Idle  num   `json:"idle"`
-	Bytes int64 `json:"bytes"` // what its connection makes the server hold
+	Idle num `json:"idle"`
+	// SilentFor is how long since it last sent anything, seconds, for a
+	// worker known by a name rather than a connection (a dwork host,
+	// which --dwork-host-timeout takes as exited once silent that long);
+	// null for the others.
+	SilentFor num   `json:"silent_for"`
+	Bytes     int64 `json:"bytes"` // what its connection makes the server hold
 }
 
 type heldJob struct {
@@ -182,7 +187,10 @@ func (s *Server) serveConns(w http.ResponseWriter, r *http.Request) {
 			r.readHeld()
 			c := connJSON{Protocol: r.Protocol, FD: r.FD, Peer: r.Peer, ID: r.ID, Worker: r.Sched != nil,
 				Functions: make([]string, 0, len(r.Funcs)), Jobs: []heldJob{}, HeldFor: unknown(r.heldFor),
-				Idle: unknown(r.idle), Bytes: r.Bytes}
+				Idle: unknown(r.idle), SilentFor: num(nan), Bytes: r.Bytes}
+			if !r.Heard.IsZero() {
+				c.SilentFor = num(max(time.Since(r.Heard), 0).Seconds())
+			}
 			for _, f := range r.Funcs {
 				c.Functions = append(c.Functions, labelValue(f))
 			}

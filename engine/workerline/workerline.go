@@ -7,6 +7,7 @@ package workerline
 import (
 	"net"
 	"strconv"
+	"time"
 
 	"switchyard/sched"
 )
@@ -33,6 +34,10 @@ type Worker struct {
 	// not yet read, a partial request (its share of the memory budget);
 	// 0 without a budget or a connection of its own.
 	Bytes int64
+	// Heard is when it last sent anything, for a worker known by a name
+	// rather than a connection (a dwork host), whose silence is what can
+	// end it; zero: not tracked.
+	Heard time.Time
 }
 
 // Numbered is the ID of a worker known by a number (worker-N).

@@ -196,7 +196,7 @@ func config(o options) v1.Config {
 		StopSignal:   "SIGTERM",
 		// Docker's image format has a health check; the OCI format has not,
 		// and podman keeps it only from a Docker-format image such as this
-		// archive. Kubernetes ignores it: see the README for its probe.
+		// archive. Kubernetes ignores it: see docs/install.md for its probe.
 		Healthcheck: &v1.HealthConfig{
 			Test:        []string{"CMD", healthcheckPath},
 			Interval:    30 * time.Second,

@@ -219,7 +219,7 @@ func TestClosedStore(t *testing.T) {
 // into an empty store that the next start would take. Not among these,
 // because Pebble cannot tell them from the torn end a crash leaves and
 // drops what follows without an error: damage in the last write-ahead log,
-// and a live MANIFEST cut short (see README).
+// and a live MANIFEST cut short (see docs/durability.md).
 func TestCorruptStore(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -42,7 +42,7 @@ import (
 // its checksum: a write cut short (the process killed in the middle of
 // the copy, the machine in the middle of writing the page) spoils one,
 // and the other is the previous mark. With --fsync never nothing is synced, and a machine
-// crash may leave the mark ahead of the log it describes: see the README.
+// crash may leave the mark ahead of the log it describes: see docs/durability.md.
 //
 // The database holds one key of ours beside the jobs' (markedKey),
 // written once, when the mark is made: a store that has it and no mark

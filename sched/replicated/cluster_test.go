@@ -1,8 +1,11 @@
 package replicated
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +26,8 @@ type testNode struct {
 	snaps raft.SnapshotStore
 	raft  *raft.Raft
 	dir   string
+	// logOpts open its log (faults injected).
+	logOpts LogOptions
 }
 
 type testCluster struct {
@@ -33,9 +38,14 @@ type testCluster struct {
 func testConfig(id raft.ServerID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	// A second, not the server's 500 ms: the tests count what a leader
+	// acknowledges, and a leader whose heartbeats a busy machine (and the
+	// race detector) delays past its lease steps down and refuses writes.
+	// TestStoreReplicates lost the lead so at 100 ms, under -race beside
+	// other builds. Elections the tests cause (isolate) take a second or two.
+	c.HeartbeatTimeout = time.Second
+	c.ElectionTimeout = time.Second
+	c.LeaderLeaseTimeout = time.Second
 	c.CommitTimeout = 5 * time.Millisecond
 	c.SnapshotThreshold = 1 << 30 // snapshots only when a test asks
 	c.TrailingLogs = 8
@@ -43,12 +53,15 @@ func testConfig(id raft.ServerID) *raft.Config {
 	return c
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t *testing.T, n int, opts ...LogOptions) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	var servers []raft.Server
 	for i := range n {
 		nd := &testNode{id: raft.ServerID(fmt.Sprintf("n%d", i+1)), dir: t.TempDir()}
+		if i < len(opts) {
+			nd.logOpts = opts[i]
+		}
 		nd.addr, nd.trans = raft.NewInmemTransport("")
 		servers = append(servers, raft.Server{ID: nd.id, Address: nd.addr})
 		c.nodes = append(c.nodes, nd)
@@ -80,7 +93,7 @@ func (c *testCluster) start(nd *testNode, conf raft.Configuration) {
 	t := c.t
 	t.Helper()
 	var err error
-	if nd.logs, err = OpenLogStore(nd.dir + "/log"); err != nil {
+	if nd.logs, err = OpenLogStoreWith(nd.dir+"/log", nd.logOpts); err != nil {
 		t.Fatal(err)
 	}
 	if nd.snaps, err = raft.NewFileSnapshotStoreWithLogger(nd.dir, 2, hclog.NewNullLogger()); err != nil {
@@ -153,6 +166,55 @@ func (c *testCluster) waitApplied(index uint64) {
 	}
 }
 
+// newStore is a store of nd's current term, as a leader makes one.
+func newStore(nd *testNode) *Store {
+	return New(context.Background(), nd.raft, nd.fsm, Options{Term: nd.raft.CurrentTerm()})
+}
+
+// steady runs write with a store of the current leader's term (among
+// nodes; every node if none given), and again with a store of a new term
+// if write failed because the lead changed: at these timeouts, a machine
+// busy enough can hold an election in the middle of a test, and the store
+// of the term that ended is then refused, as it must be. A failure with no
+// change of leader fails the test. It returns the store (open) and its
+// node.
+func (c *testCluster) steady(write func(s *Store) error, among ...*testNode) (*Store, *testNode) {
+	c.t.Helper()
+	for attempt := 1; ; attempt++ {
+		if attempt > 5 {
+			c.t.Fatalf("the lead changed %d times during the writes", attempt-1)
+		}
+		l := c.leader(among...)
+		term := l.raft.CurrentTerm()
+		if err := l.raft.Barrier(5 * time.Second).Error(); err != nil {
+			c.t.Logf("%s's barrier in term %d: %v: again", l.id, term, err)
+			continue
+		}
+		s := newStore(l)
+		err := write(s)
+		if err == nil {
+			return s, l
+		}
+		s.Close()
+		if l.raft.State() == raft.Leader && l.raft.CurrentTerm() == s.Term() {
+			c.t.Fatalf("%s, the leader of term %d, refused writes: %v", l.id, s.Term(), err)
+		}
+		c.t.Logf("the lead changed during the writes (%s's term %d, now %d, %v): written again", l.id, s.Term(),
+			l.raft.CurrentTerm(), l.raft.State())
+	}
+}
+
+// putEvery writes n records through s and fails unless each one is
+// acknowledged (for steady).
+func putEvery(from, n int) func(s *Store) error {
+	return func(s *Store) error {
+		if _, refused := putAll(s, from, n); len(refused) > 0 {
+			return fmt.Errorf("%d of %d writes refused", len(refused), n)
+		}
+		return nil
+	}
+}
+
 // putAll writes n records through s, concurrently, and returns the ids
 // acknowledged and those refused.
 func putAll(s *Store, from, n int) (acked, refused []uint64) {
@@ -180,26 +242,23 @@ func putAll(s *Store, from, n int) (acked, refused []uint64) {
 // Deletes reach every node too.
 func TestStoreReplicates(t *testing.T) {
 	c := newTestCluster(t, 3)
-	l := c.leader()
-	s := New(l.raft, l.fsm)
-	if s.maxLinger != maxLinger {
-		t.Fatalf("the writer lingers %v at most, want %v", s.maxLinger, maxLinger)
-	}
-	acked, refused := putAll(s, 1, 2000)
-	if len(acked) != 2000 || len(refused) != 0 {
-		t.Fatalf("%d acknowledged, %d refused", len(acked), len(refused))
-	}
-	if e := s.Entries(); e == 0 || e > 1000 {
-		t.Errorf("%d entries for 2000 puts: not batched", e)
-	}
-	for id := uint64(1); id <= 1000; id++ {
-		s.Delete(id)
-	}
-	flushed := make(chan error, 1)
-	s.Flush(func(err error) { flushed <- err })
-	if err := <-flushed; err != nil {
-		t.Fatal(err)
-	}
+	s, l := c.steady(func(s *Store) error {
+		if s.maxLinger != maxLinger {
+			t.Fatalf("the writer lingers %v at most, want %v", s.maxLinger, maxLinger)
+		}
+		if err := putEvery(1, 2000)(s); err != nil {
+			return err
+		}
+		if e := s.Entries(); e == 0 || e > 1000 {
+			t.Errorf("%d entries for 2000 puts: not batched", e)
+		}
+		for id := uint64(1); id <= 1000; id++ {
+			s.Delete(id)
+		}
+		flushed := make(chan error, 1)
+		s.Flush(func(err error) { flushed <- err })
+		return <-flushed
+	})
 	s.Close()
 	c.waitApplied(l.fsm.Applied())
 	for _, nd := range c.nodes {
@@ -221,11 +280,10 @@ func TestStoreReplicates(t *testing.T) {
 // acknowledged write, and none of the refused ones once the cluster heals.
 func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 	c := newTestCluster(t, 3)
-	old := c.leader()
-	s := New(old.raft, old.fsm)
-	acked, _ := putAll(s, 1, 100)
-	if len(acked) != 100 {
-		t.Fatalf("%d of 100 acknowledged before the partition", len(acked))
+	s, old := c.steady(putEvery(1, 100))
+	var acked []uint64
+	for id := uint64(1); id <= 100; id++ {
+		acked = append(acked, id)
 	}
 	c.isolate(old)
 	start := time.Now()
@@ -242,14 +300,10 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 			rest = append(rest, nd)
 		}
 	}
-	nl := c.leader(rest...)
-	if err := nl.raft.Barrier(5 * time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
-	ns := New(nl.raft, nl.fsm)
-	more, _ := putAll(ns, 2000, 100)
-	if len(more) != 100 {
-		t.Fatalf("the new leader acknowledged %d of 100", len(more))
+	ns, nl := c.steady(putEvery(2000, 100), rest...)
+	var more []uint64
+	for id := uint64(2000); id < 2100; id++ {
+		more = append(more, id)
 	}
 	ns.Close()
 	c.heal()
@@ -269,6 +323,96 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 	}
 }
 
+// A leader that loses the lead and wins it back, its store of the first
+// term still open (its role machine did not look in between): that
+// store's writes are refused on every node, and none overwrites the record
+// the interim leader wrote under the same id, which the first term's
+// scheduler could hand out again.
+func TestStaleTermStoreRefused(t *testing.T) {
+	c := newTestCluster(t, 3)
+	old, a := c.steady(putEvery(1, 10))
+	defer old.Close()
+	c.isolate(a)
+	var rest []*testNode
+	for _, nd := range c.nodes {
+		if nd != a {
+			rest = append(rest, nd)
+		}
+	}
+	done := make(chan error, 1)
+	interim, b := c.steady(func(s *Store) error {
+		s.Put(11, rec("f", "interim", "interim's job 11"), func(err error) { done <- err })
+		return <-done
+	}, rest...)
+	interim.Close()
+	c.heal()
+	c.waitApplied(b.fsm.Applied())
+	// a takes the lead back, in a later term than its store's.
+	if err := b.raft.LeadershipTransferToServer(a.id, a.addr).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if c.leader(a) != a || a.raft.CurrentTerm() <= old.Term() {
+		t.Fatalf("%s leads in term %d, its old store's is %d", a.id, a.raft.CurrentTerm(), old.Term())
+	}
+	old.Put(11, rec("f", "stale", "the old term's job 11"), func(err error) { done <- err })
+	if err := <-done; !errors.Is(err, ErrStaleTerm) {
+		t.Fatalf("a put through the old term's store: %v, want %v", err, ErrStaleTerm)
+	}
+	// A store of a's new term writes.
+	cur, _ := c.steady(func(s *Store) error {
+		s.Put(12, rec("f", "new", "the new term's job 12"), func(err error) { done <- err })
+		return <-done
+	})
+	defer cur.Close()
+	c.waitApplied(a.fsm.Applied())
+	for _, nd := range c.nodes {
+		got := loaded(t, nd.fsm)
+		if got[11] != "f/interim=interim's job 11" || got[12] != "f/new=the new term's job 12" || len(got) != 12 {
+			t.Errorf("%s holds %d jobs; 11: %q, 12: %q", nd.id, len(got), got[11], got[12])
+		}
+	}
+}
+
+// A leader whose log fails a sync acknowledges nothing more: the writes
+// of the entry fail, it steps down, and its log takes no entry after,
+// although its disk syncs again; the other two go on without it.
+func TestFailedSyncStopsAcknowledging(t *testing.T) {
+	var fss [3]faultFS
+	var opts []LogOptions
+	for i := range fss {
+		opts = append(opts, LogOptions{OpenFile: fss[i].OpenFile})
+	}
+	c := newTestCluster(t, 3, opts...)
+	s, l := c.steady(putEvery(1, 10))
+	defer s.Close()
+	fs := &fss[slices.IndexFunc(c.nodes, func(nd *testNode) bool { return nd == l })]
+	fs.arm(&fs.failSync, 1)
+	if acked, refused := putAll(s, 100, 10); len(acked) != 0 || len(refused) != 10 {
+		t.Fatalf("after the failed sync: %d acknowledged, %d refused", len(acked), len(refused))
+	}
+	if err := l.logs.Failed(); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("the leader's log after the failed sync: %v", err)
+	}
+	last, _ := l.logs.LastIndex()
+	var rest []*testNode
+	for _, nd := range c.nodes {
+		if nd != l {
+			rest = append(rest, nd)
+		}
+	}
+	ns, _ := c.steady(putEvery(200, 10), rest...)
+	defer ns.Close()
+	if st := l.raft.State(); st == raft.Leader {
+		t.Errorf("the node whose sync failed is %v", st)
+	}
+	if now, _ := l.logs.LastIndex(); now != last {
+		t.Errorf("the failed log went from %d to %d", last, now)
+	}
+	if acked, _ := putAll(s, 300, 5); len(acked) != 0 {
+		t.Errorf("the failed node's store acknowledged %d", len(acked))
+	}
+}
+
 // A node that was down while the log was compacted catches up from a
 // snapshot, and so does one that lost its data directory.
 func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
@@ -283,13 +427,17 @@ func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
 		}
 	}
 	c.isolate(lagging)
-	s := New(l.raft, l.fsm)
-	if acked, _ := putAll(s, 1, 500); len(acked) != 500 {
-		t.Fatalf("%d of 500 acknowledged", len(acked))
-	}
-	for i := range 50 { // entries past TrailingLogs, for compaction to drop
-		putAll(s, 1000+i, 1)
-	}
+	s, l := c.steady(func(s *Store) error {
+		if err := putEvery(1, 500)(s); err != nil {
+			return err
+		}
+		for i := range 50 { // entries past TrailingLogs, for compaction to drop
+			if err := putEvery(1000+i, 1)(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, l, wiped)
 	if err := l.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +467,7 @@ func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
 // RestoreCommittedLogs loses them: see LogStore.)
 func TestRestartedNodeKnowsMembers(t *testing.T) {
 	c := newTestCluster(t, 3)
-	l := c.leader()
-	s := New(l.raft, l.fsm)
-	if acked, _ := putAll(s, 1, 10); len(acked) != 10 {
-		t.Fatalf("%d of 10 acknowledged", len(acked))
-	}
+	s, l := c.steady(putEvery(1, 10))
 	s.Close()
 	var f *testNode
 	for _, nd := range c.nodes {

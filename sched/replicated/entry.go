@@ -6,9 +6,11 @@ import (
 )
 
 // An entry is what one Raft log entry carries: the writes of one writer
-// batch, in the order they were queued.
+// batch, in the order they were queued, and the term of the leader whose
+// store proposed them.
 //
-//	version (1)
+//	version (1 byte): 2 (1: no term, as earlier versions wrote)
+//	term (uvarint), version 2 only
 //	then ops to the end, each:
 //	  kind (1 byte)
 //	  put:    id (8 bytes, big-endian), uvarint length, record
@@ -17,7 +19,17 @@ import (
 //
 // A record is durable.EncodeRecord's bytes, the same as the single-node
 // store keeps.
-const entryVersion = 1
+//
+// The term fences a store that outlived its term of leadership: Raft
+// gives an entry the term of the leader that appends it, and a leader's
+// store proposes only in the term it was made for, so an entry whose two
+// terms differ was proposed by a store of an earlier term (its node lost
+// the lead and won it back before the store was closed). The FSM refuses
+// it on every node alike (see FSM.apply).
+const (
+	entryVersion       = 2
+	entryVersionNoTerm = 1
+)
 
 type opKind uint8
 
@@ -45,10 +57,15 @@ func appendDelete(b []byte, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, id)
 }
 
+// appendHeader begins an entry proposed in term.
+func appendHeader(b []byte, term uint64) []byte {
+	return binary.AppendUvarint(append(b, entryVersion), term)
+}
+
 // MetaEntry is an entry that sets a metadata key (an empty val removes
-// it), for Raft's Apply.
-func MetaEntry(key string, val []byte) []byte {
-	return appendMeta([]byte{entryVersion}, key, val)
+// it), for Raft's Apply by the leader of term.
+func MetaEntry(term uint64, key string, val []byte) []byte {
+	return appendMeta(appendHeader(nil, term), key, val)
 }
 
 func appendMeta(b []byte, key string, val []byte) []byte {
@@ -59,13 +76,34 @@ func appendMeta(b []byte, key string, val []byte) []byte {
 	return append(b, val...)
 }
 
-// decodeEntry calls put, del and meta for each op of an entry, in order.
-// The slices it hands over point into b.
-func decodeEntry(b []byte, put func(id uint64, rec []byte), del func(id uint64), meta func(key string, val []byte)) error {
-	if len(b) == 0 || b[0] != entryVersion {
-		return errEntry
+// entryTerm reads an entry's header: the term it was proposed in (0 for
+// an entry of version 1, which has none) and its ops.
+func entryTerm(b []byte) (term uint64, ops []byte, err error) {
+	switch {
+	case len(b) > 0 && b[0] == entryVersionNoTerm:
+		return 0, b[1:], nil
+	case len(b) > 0 && b[0] == entryVersion:
+		term, k := binary.Uvarint(b[1:])
+		if k <= 0 {
+			return 0, nil, errEntry
+		}
+		return term, b[1+k:], nil
 	}
-	b = b[1:]
+	return 0, nil, errEntry
+}
+
+// decodeEntry calls put, del and meta for each op of an entry, in order,
+// and returns its term. The slices it hands over point into b.
+func decodeEntry(b []byte, put func(id uint64, rec []byte), del func(id uint64), meta func(key string, val []byte)) (uint64, error) {
+	term, ops, err := entryTerm(b)
+	if err != nil {
+		return 0, err
+	}
+	return term, decodeOps(ops, put, del, meta)
+}
+
+// decodeOps calls put, del and meta for each op of an entry's body.
+func decodeOps(b []byte, put func(id uint64, rec []byte), del func(id uint64), meta func(key string, val []byte)) error {
 	for len(b) > 0 {
 		kind := opKind(b[0])
 		b = b[1:]

@@ -14,14 +14,20 @@ type decoded struct {
 }
 
 func decodeAll(t testing.TB, b []byte) ([]decoded, error) {
+	_, out, err := decodeTerm(t, b)
+	return out, err
+}
+
+// decodeTerm is decodeAll with the entry's term.
+func decodeTerm(t testing.TB, b []byte) (uint64, []decoded, error) {
 	var out []decoded
-	err := decodeEntry(b,
+	term, err := decodeEntry(b,
 		func(id uint64, rec []byte) { out = append(out, decoded{kind: opPut, id: id, val: slices.Clone(rec)}) },
 		func(id uint64) { out = append(out, decoded{kind: opDelete, id: id}) },
 		func(key string, val []byte) {
 			out = append(out, decoded{kind: opMeta, key: key, val: slices.Clone(val)})
 		})
-	return out, err
+	return term, out, err
 }
 
 func TestEntryRoundTrip(t *testing.T) {
@@ -34,13 +40,16 @@ func TestEntryRoundTrip(t *testing.T) {
 		{kind: opMeta, val: []byte("leader\x00{\"gearman\":\"127.0.0.1:4730\"}")},
 		{kind: opMeta, val: []byte("gone\x00")},
 	}
-	n, entry := build(ops)
+	n, entry := build(7, ops)
 	if n != len(ops) {
 		t.Fatalf("build took %d of %d ops", n, len(ops))
 	}
-	got, err := decodeAll(t, entry)
+	term, got, err := decodeTerm(t, entry)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if term != 7 {
+		t.Errorf("term %d, want 7", term)
 	}
 	want := []decoded{
 		{kind: opPut, id: 1, val: []byte("record one")},
@@ -61,7 +70,7 @@ func TestEntryRoundTrip(t *testing.T) {
 
 // Flushes and cancelled puts write nothing: no entry.
 func TestBuildNothing(t *testing.T) {
-	n, entry := build([]op{{kind: opFlush}, {kind: opCancelled, id: 3}})
+	n, entry := build(1, []op{{kind: opFlush}, {kind: opCancelled, id: 3}})
 	if n != 2 || entry != nil {
 		t.Errorf("build = %d, %q; want 2, nil", n, entry)
 	}
@@ -74,7 +83,7 @@ func TestBuildSplits(t *testing.T) {
 		{kind: opPut, id: 4, val: make([]byte, 2*maxEntry)}, {kind: opDelete, id: 5}}
 	var ids []uint64
 	for rest := ops; len(rest) > 0; {
-		n, entry := build(rest)
+		n, entry := build(1, rest)
 		if n == 0 {
 			t.Fatal("an entry of no op")
 		}
@@ -99,7 +108,9 @@ func TestDecodeEntryRefuses(t *testing.T) {
 	for _, b := range [][]byte{
 		nil,
 		{},
-		{2},                       // unknown version
+		{3},                       // unknown version
+		{2},                       // no term
+		{2, 0x80},                 // a term cut short
 		{1, 9},                    // unknown kind
 		{1, byte(opPut), 0, 0, 0}, // short id
 		{1, byte(opPut), 0, 0, 0, 0, 0, 0, 0, 1, 5, 'a'}, // record shorter than its length
@@ -117,17 +128,19 @@ func TestDecodeEntryRefuses(t *testing.T) {
 // encodes to bytes that decode to the same ops (a length may be written
 // with more bytes than it needs, so the bytes themselves may differ).
 func FuzzDecodeEntry(f *testing.F) {
-	_, e := build([]op{{kind: opPut, id: 1, val: []byte("x")}, {kind: opDelete, id: 2},
+	_, e := build(3, []op{{kind: opPut, id: 1, val: []byte("x")}, {kind: opDelete, id: 2},
 		{kind: opMeta, val: []byte("k\x00v")}})
 	f.Add(e)
+	f.Add(MetaEntry(1<<40, "leader", []byte(`{"id":"n1","term":1}`)))
 	f.Add([]byte{1})
+	f.Add([]byte{2, 5})
 	f.Add([]byte{1, byte(opPut), 0, 0, 0, 0, 0, 0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := decodeAll(t, b)
+		term, got, err := decodeTerm(t, b)
 		if err != nil {
 			return
 		}
-		again := []byte{entryVersion}
+		again := appendHeader(nil, term)
 		for _, d := range got {
 			switch d.kind {
 			case opPut:
@@ -138,8 +151,8 @@ func FuzzDecodeEntry(f *testing.F) {
 				again = appendMeta(again, d.key, d.val)
 			}
 		}
-		back, err := decodeAll(t, again)
-		if err != nil || len(back) != len(got) {
+		backTerm, back, err := decodeTerm(t, again)
+		if err != nil || len(back) != len(got) || backTerm != term {
 			t.Fatalf("%q decodes to %+v, which encodes to %q: %+v, %v", b, got, again, back, err)
 		}
 		for i := range got {

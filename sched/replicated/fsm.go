@@ -32,6 +32,11 @@ type FSM struct {
 	changed chan struct{}
 }
 
+// ErrStaleTerm is what the FSM answers an entry proposed by a store of
+// an earlier term than the one it was appended in: none of its writes is
+// applied, on any node.
+var ErrStaleTerm = errors.New("stale term")
+
 // NewFSM returns an empty state.
 func NewFSM() *FSM {
 	return &FSM{jobs: newRecords(), meta: make(map[string][]byte), changed: make(chan struct{}, 1)}
@@ -61,9 +66,14 @@ func (f *FSM) apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil // configuration changes and no-ops: Raft's own
 	}
+	term, ops, err := entryTerm(l.Data)
+	if err == nil && term != 0 && term != l.Term {
+		// Proposed by a store of an earlier term: see entryVersion.
+		return fmt.Errorf("replicated: entry %d: %w: proposed in term %d, appended in term %d", l.Index, ErrStaleTerm, term, l.Term)
+	}
 	metaChanged := false
-	err := decodeEntry(l.Data, f.jobs.put, f.jobs.delete,
-		func(key string, val []byte) {
+	if err == nil {
+		err = decodeOps(ops, f.jobs.put, f.jobs.delete, func(key string, val []byte) {
 			if len(val) == 0 {
 				delete(f.meta, key)
 			} else {
@@ -71,6 +81,7 @@ func (f *FSM) apply(l *raft.Log) any {
 			}
 			metaChanged = true
 		})
+	}
 	if metaChanged {
 		select {
 		case f.changed <- struct{}{}:

@@ -2,6 +2,7 @@ package replicated
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -17,7 +18,7 @@ func rec(fn, unique, payload string) []byte {
 }
 
 func entry(ops ...op) []byte {
-	n, e := build(ops)
+	n, e := build(0, ops)
 	if n != len(ops) {
 		panic("one entry expected")
 	}
@@ -78,6 +79,41 @@ func TestFSMApply(t *testing.T) {
 	case <-f.MetaChanged():
 	default:
 		t.Error("no signal of the metadata change")
+	}
+}
+
+// An entry proposed in one term and appended in another is refused whole,
+// its metadata too; one without a term (version 1, an earlier version's
+// log) is applied in any.
+func TestFSMFencesTerm(t *testing.T) {
+	f := NewFSM()
+	put := func(term uint64, id uint64, payload string) []byte {
+		_, e := build(term, []op{{kind: opPut, id: id, val: rec("f", "", payload)}, {kind: opMeta, val: []byte("k\x00" + payload)}})
+		return e
+	}
+	v1 := append([]byte{entryVersionNoTerm}, appendPut(nil, 3, rec("f", "", "old log"))...)
+	cases := []struct {
+		log     raft.Log
+		refused bool
+	}{
+		{raft.Log{Index: 1, Term: 4, Type: raft.LogCommand, Data: put(4, 1, "term 4")}, false},
+		{raft.Log{Index: 2, Term: 6, Type: raft.LogCommand, Data: put(4, 1, "stale")}, true},
+		{raft.Log{Index: 3, Term: 6, Type: raft.LogCommand, Data: put(7, 1, "ahead")}, true},
+		{raft.Log{Index: 4, Term: 6, Type: raft.LogCommand, Data: v1}, false},
+		{raft.Log{Index: 5, Term: 6, Type: raft.LogCommand, Data: MetaEntry(5, "k", []byte("meta of term 5"))}, true},
+	}
+	for _, c := range cases {
+		r := f.Apply(&c.log)
+		err, _ := r.(error)
+		if refused := errors.Is(err, ErrStaleTerm); refused != c.refused {
+			t.Errorf("entry %d (term %d): %v, want refused %v", c.log.Index, c.log.Term, r, c.refused)
+		}
+	}
+	if got := loaded(t, f); len(got) != 2 || got[1] != "f/=term 4" || got[3] != "f/=old log" {
+		t.Errorf("jobs %v", got)
+	}
+	if m := string(f.Meta("k")); m != "term 4" || f.Applied() != 5 {
+		t.Errorf("meta %q, applied %d", m, f.Applied())
 	}
 }
 

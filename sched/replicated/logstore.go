@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -57,14 +58,27 @@ const segmentsDir = "segments"
 // compares the text).
 var errNotFound = errors.New("not found")
 
+// LogOptions configure a LogStore.
+type LogOptions struct {
+	// OpenFile opens the segments' files; nil is OpenFile (the file
+	// system's).
+	OpenFile func(name string, flag int, perm os.FileMode) (File, error)
+	// OnFail, if set, is called once, the first time a sync of the log
+	// fails (see Failed), from the goroutine that wrote.
+	OnFail func(error)
+}
+
 // OpenLogStore opens (or creates) the log in dir.
-func OpenLogStore(dir string) (*LogStore, error) {
+func OpenLogStore(dir string) (*LogStore, error) { return OpenLogStoreWith(dir, LogOptions{}) }
+
+// OpenLogStoreWith opens (or creates) the log in dir, as o says.
+func OpenLogStoreWith(dir string, o LogOptions) (*LogStore, error) {
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		return nil, fmt.Errorf("raft log %s: %w", dir, err)
 	}
 	s := &LogStore{db: db}
-	if s.segs, err = openSegments(filepath.Join(dir, segmentsDir), segSize); err == nil {
+	if s.segs, err = openSegments(filepath.Join(dir, segmentsDir), segSize, o.OpenFile, o.OnFail); err == nil {
 		err = s.moveEntries()
 	}
 	if err != nil {
@@ -121,6 +135,12 @@ func (s *LogStore) moveEntries() error {
 	}
 	return s.db.DeleteRange(lo, hi, pebble.Sync)
 }
+
+// Failed is the failed sync that stopped the log's writes (wrapping
+// ErrLogFailed), nil while it takes them. After one, every StoreLogs and
+// DeleteRange fails: Raft on this node acknowledges nothing more, as a
+// leader steps down and as a follower refuses entries.
+func (s *LogStore) Failed() error { return s.segs.fault() }
 
 // Close closes the log and the database.
 func (s *LogStore) Close() error {

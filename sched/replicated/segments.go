@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,13 +33,26 @@ import (
 // Reading a segment stops at the first header of zeros, or one that does
 // not check: what follows the last synced entry, after a crash, is zeros
 // or a torn write, and start-up zeroes it (see openSegments).
+//
+// A sync that fails is the end of the log's writes: after a failed
+// fdatasync the kernel may have dropped the pages it could not write and
+// marked them clean, so a later sync can succeed over data that is not on
+// the disk (PostgreSQL's fsync lesson). Every append and deletion after
+// one returns its error (failed), and the node must not acknowledge
+// anything more from this log; a restart reads what the disk holds.
 type segments struct {
 	dir  string
 	size int64 // of a segment, filled; one entry larger gets one its size
+	open func(name string, flag int, perm os.FileMode) (File, error)
+	// failed is the first failed sync, for good; onFail is told of it
+	// once.
+	failed   atomic.Pointer[error]
+	onFail   func(error)
+	failOnce sync.Once
 	// spare is a segment's file made ahead, filled and synced, for the
 	// next one: filled when the last is full, it would stall the log's
 	// writes for the time it takes to write and sync 8 MiB.
-	spare   chan *os.File
+	spare   chan File
 	filling sync.WaitGroup
 
 	wmu sync.Mutex // serialises appends and deletions; held across their I/O
@@ -48,7 +63,7 @@ type segments struct {
 }
 
 type segment struct {
-	f     *os.File
+	f     File
 	path  string
 	first uint64  // the index its name says
 	offs  []int64 // offs[i]: where entry first+i starts
@@ -65,6 +80,35 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// File is a segment's file as the log uses it: *os.File's reads, writes
+// and Close, and Datasync, its fdatasync(2). Tests give the log files
+// whose syncs fail (LogOptions.OpenFile).
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	Stat() (os.FileInfo, error)
+	Datasync() error
+	Close() error
+}
+
+// osFile is a File on the file system.
+type osFile struct{ *os.File }
+
+func (f osFile) Datasync() error { return unix.Fdatasync(int(f.Fd())) }
+
+// OpenFile opens a File on the file system (os.OpenFile's arguments).
+func OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+// ErrLogFailed is what every write to a log whose sync once failed
+// returns, wrapped with that first failure.
+var ErrLogFailed = errors.New("raft log: a sync failed: the log takes no more writes")
+
 // errSegEnd is what readEntry finds where no entry checks: zeros, a torn
 // write, or another index than the one wanted.
 var errSegEnd = errors.New("no entry that checks")
@@ -72,7 +116,7 @@ var errSegEnd = errors.New("no entry that checks")
 // openSegments reads the segments in dir (made if missing), new ones to
 // be size bytes. A segment other than the last that does not read to its
 // end is an error: it was synced whole before the next was begun.
-func openSegments(dir string, size int64) (_ *segments, err error) {
+func openSegments(dir string, size int64, open func(string, int, os.FileMode) (File, error), onFail func(error)) (_ *segments, err error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -80,7 +124,10 @@ func openSegments(dir string, size int64) (_ *segments, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &segments{dir: dir, size: size, spare: make(chan *os.File, 1)}
+	if open == nil {
+		open = OpenFile
+	}
+	s := &segments{dir: dir, size: size, spare: make(chan File, 1), open: open, onFail: onFail}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -92,7 +139,7 @@ func openSegments(dir string, size int64) (_ *segments, err error) {
 			continue
 		}
 		path := filepath.Join(dir, de.Name())
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := s.open(path, os.O_RDWR, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +171,7 @@ func openSegments(dir string, size int64) (_ *segments, err error) {
 		// entries check: zeroed, it cannot be read as part of the log
 		// once new entries fill the space before it.
 		last := s.files[n-1]
-		if err := last.zero(last.end); err != nil {
+		if err := s.synced(last.zero(last.end)); err != nil {
 			return nil, err
 		}
 		s.first, s.last = s.files[0].first, last.next()-1
@@ -140,11 +187,11 @@ func (s *segments) fill() {
 	go func() {
 		defer s.filling.Done()
 		path := filepath.Join(s.dir, spareName)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+		f, err := s.open(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 		if err != nil {
 			return // create makes one when it needs it, and says why not
 		}
-		if (&segment{f: f, size: s.size}).zero(0) != nil {
+		if s.synced((&segment{f: f, size: s.size}).zero(0)) != nil {
 			f.Close()
 			return
 		}
@@ -193,7 +240,7 @@ func (g *segment) scan() error {
 
 // readEntry reads the entry at off, which must have index want, into
 // *body (reused); it returns the bytes it takes, or errSegEnd.
-func readEntry(f *os.File, off, size int64, want uint64, hdr []byte, body *[]byte) (int64, error) {
+func readEntry(f io.ReaderAt, off, size int64, want uint64, hdr []byte, body *[]byte) (int64, error) {
 	if off+segHeader > size {
 		return 0, errSegEnd
 	}
@@ -227,7 +274,8 @@ func appendEntry(b []byte, index uint64, body []byte) []byte {
 	return append(append(b, hdr[:]...), body...)
 }
 
-// zero writes zeros from off to the segment's end, and syncs them.
+// zero writes zeros from off to the segment's end, and syncs them; a
+// failed sync is a syncError.
 func (g *segment) zero(off int64) error {
 	for off < g.size {
 		n := min(int64(len(zeros)), g.size-off)
@@ -236,7 +284,44 @@ func (g *segment) zero(off int64) error {
 		}
 		off += n
 	}
-	return unix.Fdatasync(int(g.f.Fd()))
+	if err := g.f.Datasync(); err != nil {
+		return syncError{g.path, err}
+	}
+	return nil
+}
+
+// syncError is a failed sync of a file, or of the directory.
+type syncError struct {
+	path string
+	err  error
+}
+
+func (e syncError) Error() string { return "sync " + e.path + ": " + e.err.Error() }
+func (e syncError) Unwrap() error { return e.err }
+
+// synced passes err on, and if it is a failed sync, fails the log for
+// good (see segments).
+func (s *segments) synced(err error) error {
+	var se syncError
+	if !errors.As(err, &se) {
+		return err
+	}
+	failure := fmt.Errorf("%w: %w", ErrLogFailed, err)
+	s.failOnce.Do(func() {
+		s.failed.Store(&failure)
+		if s.onFail != nil {
+			s.onFail(failure)
+		}
+	})
+	return failure
+}
+
+// fault is the failure that stopped the log's writes, nil if none.
+func (s *segments) fault() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // zeros is what segments are filled with.
@@ -277,9 +362,13 @@ func (s *segments) read(index uint64, body *[]byte) (ok bool, err error) {
 // append writes entries index, index+1, ... (bodies) after the last, each
 // in the last segment while it fits and in a new one after, and syncs
 // them. An empty log takes any first index (Raft's, after a snapshot).
-func (s *segments) append(index uint64, bodies [][]byte) error {
+// Segments it makes are closed and removed again if it fails.
+func (s *segments) append(index uint64, bodies [][]byte) (err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if err := s.fault(); err != nil {
+		return err
+	}
 	if _, last := s.bounds(); last != 0 && index != last+1 {
 		return fmt.Errorf("raft log: entry %d appended after %d", index, last)
 	}
@@ -291,6 +380,15 @@ func (s *segments) append(index uint64, bodies [][]byte) error {
 		offs []int64
 	}
 	var ws []*write
+	var made []*segment // not in s.files until every sync is done
+	defer func() {
+		if err != nil {
+			for _, g := range made {
+				g.f.Close()
+				os.Remove(g.path)
+			}
+		}
+	}()
 	w := &write{g: s.tail(index)}
 	if w.g != nil {
 		w.at = w.g.end
@@ -303,8 +401,9 @@ func (s *segments) append(index uint64, bodies [][]byte) error {
 			}
 			g, err := s.create(index+uint64(i), max(s.size, need))
 			if err != nil {
-				return err
+				return s.synced(err)
 			}
+			made = append(made, g)
 			w = &write{g: g}
 		}
 		w.offs = append(w.offs, w.at+int64(len(w.buf)))
@@ -317,8 +416,17 @@ func (s *segments) append(index uint64, bodies [][]byte) error {
 		}
 	}
 	for _, w := range ws {
-		if err := unix.Fdatasync(int(w.g.f.Fd())); err != nil {
-			return err
+		if err := w.g.f.Datasync(); err != nil {
+			// The entries written are unacknowledged, and whether the disk
+			// holds them is unknown: zeroed in the page cache (not
+			// synced), a restart of the process does not read them back
+			// as if they were synced.
+			for _, w := range ws {
+				for off := 0; off < len(w.buf); off += len(zeros) {
+					w.g.f.WriteAt(zeros[:min(len(w.buf)-off, len(zeros))], w.at+int64(off))
+				}
+			}
+			return s.synced(syncError{w.g.path, err})
 		}
 	}
 	s.mu.Lock()
@@ -367,30 +475,36 @@ func (s *segments) create(index uint64, size int64) (*segment, error) {
 		}
 	}
 	if g == nil {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+		f, err := s.open(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 		if err != nil {
 			return nil, err
 		}
 		g = &segment{f: f, path: path, first: index, size: size}
 		if err := g.zero(0); err != nil {
 			f.Close()
+			os.Remove(path)
 			return nil, err
 		}
 	}
 	if err := syncDir(s.dir); err != nil {
 		g.f.Close()
+		os.Remove(path)
 		return nil, err
 	}
 	return g, nil
 }
 
+// syncDir syncs a directory's names; a failure is a syncError.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	if err := d.Sync(); err != nil {
+		return syncError{dir, err}
+	}
+	return nil
 }
 
 // deleteRange removes entries lo to hi. A prefix drops the segments it
@@ -400,6 +514,9 @@ func syncDir(dir string) error {
 func (s *segments) deleteRange(lo, hi uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if err := s.fault(); err != nil {
+		return err
+	}
 	first, last := s.bounds()
 	if first == 0 || hi < first || lo > last {
 		return nil
@@ -431,7 +548,7 @@ func (s *segments) deleteRange(lo, hi uint64) error {
 	}
 	s.mu.Unlock()
 	if cut != nil {
-		if err := cut.zero(cut.end); err != nil {
+		if err := s.synced(cut.zero(cut.end)); err != nil {
 			return err
 		}
 	}
@@ -442,7 +559,7 @@ func (s *segments) deleteRange(lo, hi uint64) error {
 		}
 	}
 	if len(drop) > 0 {
-		return syncDir(s.dir)
+		return s.synced(syncDir(s.dir))
 	}
 	return nil
 }

@@ -2,10 +2,13 @@ package replicated
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble"
@@ -17,7 +20,7 @@ const testSegSize = 4 << 10
 
 func openSegs(t testing.TB, dir string) *segments {
 	t.Helper()
-	s, err := openSegments(dir, testSegSize)
+	s, err := openSegments(dir, testSegSize, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +179,7 @@ func TestSegmentsDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if s, err := openSegments(dir, testSegSize); err == nil {
+	if s, err := openSegments(dir, testSegSize, nil, nil); err == nil {
 		s.close()
 		t.Fatal("a damaged first segment opened")
 	} else if !strings.Contains(err.Error(), filepath.Base(first)) {
@@ -298,7 +301,7 @@ func FuzzSegment(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, segName(1)), b, 0o640); err != nil {
 			t.Fatal(err)
 		}
-		s, err := openSegments(dir, testSegSize)
+		s, err := openSegments(dir, testSegSize, nil, nil)
 		if err != nil {
 			t.Fatal(err) // the last segment is never an error
 		}
@@ -326,4 +329,181 @@ func FuzzSegment(f *testing.F) {
 			t.Fatalf("entry %d: %q, %v, %v", next, got, ok, err)
 		}
 	})
+}
+
+// faultFS opens the log's files on the file system, counts those open,
+// and fails the nth write or sync from when a test arms it (1: the next)
+// of the files open then, as a disk that returns EIO does. Files opened
+// after (the spare segment the log makes in the background) are left
+// alone, so that which call fails does not depend on that goroutine.
+type faultFS struct {
+	open                atomic.Int64
+	gen                 atomic.Int64 // of the last arming
+	failWrite, failSync atomic.Int64
+}
+
+func (fs *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	fs.open.Add(1)
+	return &faultFile{File: f, fs: fs, gen: fs.gen.Load()}, nil
+}
+
+// arm fails the nth call counted by n of the files open now.
+func (fs *faultFS) arm(n *atomic.Int64, nth int64) {
+	fs.gen.Add(1)
+	n.Store(nth)
+}
+
+type faultFile struct {
+	File
+	fs     *faultFS
+	gen    int64
+	closed atomic.Bool
+}
+
+// due counts an armed countdown down, and says whether this call fails.
+func (f *faultFile) due(n *atomic.Int64) bool {
+	if f.gen >= f.fs.gen.Load() {
+		return false
+	}
+	for {
+		v := n.Load()
+		if v <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(v, v-1) {
+			return v == 1
+		}
+	}
+}
+
+func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
+	if f.due(&f.fs.failWrite) {
+		return 0, syscall.EIO
+	}
+	return f.File.WriteAt(b, off)
+}
+
+func (f *faultFile) Datasync() error {
+	if f.due(&f.fs.failSync) {
+		return syscall.EIO
+	}
+	return f.File.Datasync()
+}
+
+func (f *faultFile) Close() error {
+	if !f.closed.Swap(true) {
+		f.fs.open.Add(-1)
+	}
+	return f.File.Close()
+}
+
+// openFaulty opens segments in dir whose files are fs's, and waits for
+// the spare segment to be made, so that no sync happens behind the test.
+func openFaulty(t *testing.T, dir string, fs *faultFS, onFail func(error)) *segments {
+	t.Helper()
+	s, err := openSegments(dir, testSegSize, fs.OpenFile, onFail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.filling.Wait()
+	return s
+}
+
+// A write that fails is not the end of the log, but the segment the
+// append made for it goes: not left open (nor on disk) outside the log,
+// where the next append would make it again.
+func TestSegmentsFailedWrite(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	s := openFaulty(t, dir, fs, nil)
+	defer s.close()
+	appendRange(t, s, 1, 2, 0, 2)
+	s.filling.Wait()
+	before := fs.open.Load() // the segment and the spare
+	// Entries that fill the segment and go on in a new one (the spare):
+	// the second write, the new segment's, fails.
+	batch := [][]byte{body(3, 0), bytes.Repeat([]byte("x"), testSegSize-200)}
+	fs.arm(&fs.failWrite, 2)
+	if err := s.append(3, batch); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append with a failed write: %v", err)
+	}
+	s.filling.Wait() // the next spare
+	if got := fs.open.Load(); got != before {
+		t.Errorf("%d files open after the failed append, %d before", got, before)
+	}
+	if got := len(segFiles(t, dir)); got != 1 {
+		t.Errorf("%d segment files after the failed append, want 1", got)
+	}
+	if err := s.fault(); err != nil {
+		t.Errorf("a failed write failed the log: %v", err)
+	}
+	if err := s.append(3, batch); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if ok, err := s.read(4, &b); !ok || err != nil || !bytes.Equal(b, batch[1]) {
+		t.Fatalf("entry 4 after the retried append: %d bytes, %v, %v", len(b), ok, err)
+	}
+	if f, l := s.bounds(); f != 1 || l != 4 {
+		t.Errorf("log %d..%d, want 1..4", f, l)
+	}
+}
+
+// A sync that fails ends the log's writes for good, although the disk's
+// next sync would succeed: every append and deletion after it fails, none
+// writes, and onFail hears of it once. The segment the failed append made
+// is closed and removed; what was synced before reads as it was.
+func TestSegmentsFailedSync(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	var fails []error
+	s := openFaulty(t, dir, fs, func(err error) { fails = append(fails, err) })
+	appendRange(t, s, 1, 2, 0, 2)
+	s.filling.Wait()
+	before := fs.open.Load()
+	batch := [][]byte{body(3, 0), bytes.Repeat([]byte("x"), testSegSize-200)}
+	fs.arm(&fs.failSync, 1) // the first segment's, after both writes
+	if err := s.append(3, batch); !errors.Is(err, ErrLogFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append with a failed sync: %v", err)
+	}
+	s.filling.Wait()
+	if got := fs.open.Load(); got != before {
+		t.Errorf("%d files open after the failed append, %d before", got, before)
+	}
+	if got := len(segFiles(t, dir)); got != 1 {
+		t.Errorf("%d segment files after the failed append, want 1", got)
+	}
+	// The disk syncs again; the log still takes nothing.
+	size := func() int64 {
+		fi, err := os.Stat(segFiles(t, dir)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	was := size()
+	if err := s.append(3, [][]byte{body(3, 0)}); !errors.Is(err, ErrLogFailed) {
+		t.Errorf("append after a failed sync: %v", err)
+	}
+	if err := s.deleteRange(2, 2); !errors.Is(err, ErrLogFailed) {
+		t.Errorf("deleteRange after a failed sync: %v", err)
+	}
+	if size() != was {
+		t.Error("the log was written after its failed sync")
+	}
+	check(t, s, 1, 2, 0, nil)
+	if len(fails) != 1 || !errors.Is(fails[0], ErrLogFailed) || !errors.Is(s.fault(), syscall.EIO) {
+		t.Errorf("onFail told %v; fault %v", fails, s.fault())
+	}
+	s.close()
+	// Reopened (the node restarted), the log takes writes.
+	s = openSegs(t, dir)
+	defer s.close()
+	check(t, s, 1, 2, 0, nil)
+	appendRange(t, s, 3, 4, 0, 2)
+	check(t, s, 1, 4, 0, nil)
 }

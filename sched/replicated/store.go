@@ -25,6 +25,9 @@
 package replicated
 
 import (
+	"cmp"
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -42,8 +45,15 @@ type Applier interface {
 	Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture
 }
 
-// ErrClosed is what writes queued after Close get.
+// ErrClosed is what writes queued after Close get, and those Close gave
+// up waiting for.
 var ErrClosed = errors.New("replicated: store closed")
+
+// ErrNotCommitted is what the writes of an entry get that was not
+// committed within the commit timeout (it may still be, later: a write
+// refused so may run, at least once), and those of every batch after it
+// until it is.
+var ErrNotCommitted = errors.New("replicated: not committed")
 
 const (
 	// maxEntry bounds the bytes of one entry, as durable bounds a batch:
@@ -51,17 +61,34 @@ const (
 	// every follower's disk) for long. A single larger record still goes
 	// in one entry of its own.
 	maxEntry = 1 << 20
-	// applyTimeout bounds the wait for Raft to take an entry (not for its
-	// commit: a leader that cannot reach a majority steps down within its
-	// lease, and its entries fail then).
-	applyTimeout = 10 * time.Second
+	// DefaultCommitTimeout bounds the wait for an entry's commit, from
+	// its hand-over to Raft. A leader that cannot reach a majority steps
+	// down within its lease and its entries fail then; this bounds the
+	// wait of one that keeps its lease while the followers' disks stall.
+	DefaultCommitTimeout = 5 * time.Second
 )
+
+// Options configure a Store.
+type Options struct {
+	// Term is the Raft term of the leadership the store belongs to; every
+	// entry it proposes carries it, and the FSM refuses one appended in
+	// another term (ErrStaleTerm). 0 proposes entries without a term
+	// (tests of the writer alone).
+	Term uint64
+	// CommitTimeout: 0 is DefaultCommitTimeout.
+	CommitTimeout time.Duration
+	// Stalled, if set, is called by the writer when an entry is not
+	// committed within the commit timeout, and with nil when entries are
+	// committed again.
+	Stalled func(error)
+}
 
 // Store is a sched.Store over Raft. Make one per term of leadership, on
 // the leader; Close it when leadership ends.
 type Store struct {
 	raft  Applier
 	fsm   *FSM
+	term  uint64
 	queue *writeq.Queue[op]
 	// pending carries each entry's outcome, in order, to answer.
 	pending chan pending
@@ -70,8 +97,27 @@ type Store struct {
 	// answered (maxLinger; tests may set more).
 	maxLinger time.Duration
 
+	// ctx ends the store's waits: a commit's, Load's. Its parent is the
+	// caller's (the term's: losing the lead ends it); Close cancels it
+	// once closeTimeout has passed.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// The writer hands each entry's future to the waiter goroutine
+	// (futures), which waits for it and sends back its outcome (results),
+	// so that the writer can stop waiting. owed counts the outcomes of
+	// entries the writer gave up on, still to come (writer only).
+	futures       chan raft.ApplyFuture
+	results       chan error
+	owed          int
+	commitTimeout time.Duration
+	timer         *time.Timer
+	stalled       func(error)
+	stalling      bool
+
 	entries   atomic.Uint64 // entries committed
 	cancelled atomic.Uint64 // puts not written, their jobs ended in the queue
+	timeouts  atomic.Uint64 // entries not committed within commitTimeout
 }
 
 type op struct {
@@ -88,11 +134,18 @@ type pending struct {
 }
 
 // New returns a store writing through r into fsm, which r applies to.
-func New(r Applier, fsm *FSM) *Store {
-	s := &Store{raft: r, fsm: fsm, queue: writeq.NewUrgent(waits), pending: make(chan pending, 1),
-		stopped: make(chan struct{}), maxLinger: maxLinger}
+// ctx bounds its waits: once it ends, writes not yet committed fail and
+// Load stops.
+func New(ctx context.Context, r Applier, fsm *FSM, o Options) *Store {
+	s := &Store{raft: r, fsm: fsm, term: o.Term, queue: writeq.NewUrgent(waits), pending: make(chan pending, 1),
+		stopped: make(chan struct{}), maxLinger: maxLinger, futures: make(chan raft.ApplyFuture, 1),
+		results: make(chan error, 1), commitTimeout: cmp.Or(o.CommitTimeout, DefaultCommitTimeout),
+		timer: time.NewTimer(time.Hour), stalled: o.Stalled}
+	s.timer.Stop()
+	s.ctx, s.cancel = context.WithCancel(ctx)
 	go s.answer()
 	go s.write()
+	go s.wait()
 	return s
 }
 
@@ -113,11 +166,33 @@ func (s *Store) Delete(id uint64) { s.enqueue(op{kind: opDelete, id: id}) }
 func (s *Store) Flush(done func(error)) { s.enqueue(op{kind: opFlush, done: done}) }
 
 // Load replays the committed jobs (sched.Store). The caller must have
-// waited for the FSM to apply everything committed (Raft's Barrier).
-func (s *Store) Load(fn func(*sched.Record) error) error { return s.fsm.Load(fn) }
+// waited for the FSM to apply everything committed (Raft's Barrier). It
+// stops, with the context's error, once the store's context ends.
+func (s *Store) Load(fn func(*sched.Record) error) error {
+	n := 0
+	return s.fsm.Load(func(r *sched.Record) error {
+		if n++; n%loadCheck == 0 {
+			if err := s.ctx.Err(); err != nil {
+				return fmt.Errorf("replicated: load stopped after %d jobs: %w", n, err)
+			}
+		}
+		return fn(r)
+	})
+}
+
+// loadCheck is how many jobs Load replays between two looks at its
+// context.
+const loadCheck = 256
 
 // Entries is how many entries this store has had committed.
 func (s *Store) Entries() uint64 { return s.entries.Load() }
+
+// Timeouts is how many entries were not committed within the commit
+// timeout.
+func (s *Store) Timeouts() uint64 { return s.timeouts.Load() }
+
+// Term is the term the store proposes in.
+func (s *Store) Term() uint64 { return s.term }
 
 func (s *Store) enqueue(o op) {
 	if !s.queue.Push(o) && o.done != nil {
@@ -127,10 +202,22 @@ func (s *Store) enqueue(o op) {
 
 // Close stops taking writes, and returns once every write queued has been
 // answered: committed, or failed (a store whose node is no longer the
-// leader fails them all).
-func (s *Store) Close() {
+// leader fails them all). It waits for commits for at most the commit
+// timeout, then fails what is left with ErrClosed, and says so.
+func (s *Store) Close() error {
 	s.queue.Close()
-	<-s.stopped
+	t := time.NewTimer(s.commitTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-s.stopped:
+	case <-t.C:
+		err = fmt.Errorf("%w: writes still waiting for their commit after %v were failed", ErrClosed, s.commitTimeout)
+		s.cancel()
+		<-s.stopped
+	}
+	s.cancel()
+	return err
 }
 
 // waits says whether someone waits for an op: a put's submit, a flush.
@@ -164,6 +251,7 @@ func (s *Store) write() {
 	index := make(map[uint64]int)
 	answered := 0          // submits answered by the last commit
 	var took time.Duration // its time
+	defer close(s.futures)
 	for {
 		ops, ok := s.take(answered, took)
 		if !ok {
@@ -173,10 +261,10 @@ func (s *Store) write() {
 		answered = 0
 		start := time.Now()
 		for rest := ops; len(rest) > 0; {
-			n, entry := build(rest)
+			n, entry := build(s.term, rest)
 			p := pending{ops: rest[:n:n]}
 			if entry != nil {
-				p.wrote, p.err = true, committed(s.raft.Apply(entry, applyTimeout))
+				p.wrote, p.err = true, s.commit(entry)
 			}
 			for _, o := range p.ops {
 				if waits(o) {
@@ -213,11 +301,11 @@ func (s *Store) takeFor(want int, linger time.Duration) ([]op, bool) {
 	})
 }
 
-// build encodes the first ops of a batch into one entry, at least one op
-// and at most maxEntry bytes, and says how many it took; entry is nil when
-// they write nothing.
-func build(ops []op) (n int, entry []byte) {
-	size := 1
+// build encodes the first ops of a batch into one entry of term, at
+// least one op and at most maxEntry bytes, and says how many it took;
+// entry is nil when they write nothing.
+func build(term uint64, ops []op) (n int, entry []byte) {
+	size := 1 + binary.MaxVarintLen64
 	for _, o := range ops {
 		if o.kind == opPut {
 			size += 9 + 10 + len(o.val)
@@ -229,8 +317,8 @@ func build(ops []op) (n int, entry []byte) {
 		}
 		n++
 	}
-	b := make([]byte, 1, min(size, maxEntry+64))
-	b[0] = entryVersion
+	b := appendHeader(make([]byte, 0, min(size, maxEntry+64)), term)
+	head := len(b)
 	for _, o := range ops[:n] {
 		switch o.kind {
 		case opPut:
@@ -242,7 +330,7 @@ func build(ops []op) (n int, entry []byte) {
 			b = appendMeta(b, key, val)
 		}
 	}
-	if len(b) == 1 {
+	if len(b) == head {
 		return n, nil
 	}
 	return n, b
@@ -279,17 +367,76 @@ func (s *Store) answer() {
 	}
 }
 
-// committed waits for an entry's commit: nil, or why it was not
-// committed (or was refused by the FSM, on every node alike).
-func committed(f raft.ApplyFuture) error {
-	err := f.Error()
+// commit hands an entry to Raft and waits for its commit, for at most
+// the commit timeout and while the store's context lasts: nil, or why it
+// was not committed (or was refused by the FSM, on every node alike).
+// While an entry given up on is still not committed, no other is handed
+// over: it would wait behind it.
+func (s *Store) commit(entry []byte) error {
+	for s.owed > 0 {
+		select {
+		case <-s.results:
+			s.owed--
+			continue
+		default:
+		}
+		if err := s.ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return fmt.Errorf("%w: an earlier entry is still waiting for its commit", ErrNotCommitted)
+	}
+	if err := s.ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	f := s.raft.Apply(entry, s.commitTimeout)
+	s.futures <- f // the waiter is idle: nothing is owed
+	s.timer.Reset(s.commitTimeout)
+	defer s.timer.Stop()
+	select {
+	case err := <-s.results:
+		s.stall(nil)
+		return committed(f, err)
+	case <-s.timer.C:
+		s.owed++
+		s.timeouts.Add(1)
+		err := fmt.Errorf("%w in %v", ErrNotCommitted, s.commitTimeout)
+		s.stall(err)
+		return err
+	case <-s.ctx.Done():
+		s.owed++
+		return fmt.Errorf("%w: %w", ErrClosed, s.ctx.Err())
+	}
+}
+
+// stall reports a change of the writer's state to Options.Stalled.
+func (s *Store) stall(err error) {
+	if s.stalled == nil || (err != nil) == s.stalling {
+		return
+	}
+	s.stalling = err != nil
+	s.stalled(err)
+}
+
+// wait is the waiter goroutine: it waits for each future the writer hands
+// over, in order, and sends back its outcome. It outlives the store while
+// a future it waits for is not resolved; Raft resolves every one when the
+// node steps down or shuts down.
+func (s *Store) wait() {
+	for f := range s.futures {
+		s.results <- f.Error()
+	}
+}
+
+// committed is an entry's outcome once Raft has resolved its future with
+// err.
+func committed(f raft.ApplyFuture, err error) error {
 	if err == nil {
 		if r, ok := f.Response().(error); ok {
 			err = r
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("replicated: not committed: %w", err)
+		return fmt.Errorf("%w: %w", ErrNotCommitted, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"switchyard/bench/harness"
+	"switchyard/bench/netns"
 	"switchyard/bench/record"
 	"switchyard/bench/scenario"
 )
@@ -108,7 +109,7 @@ func clusterConfigs(opts *options, fdLimit uint64, scenarios []*scenario.Scenari
 
 // runCluster starts a switchyard cluster, runs one scenario against it
 // and stops it. A cluster that does not come up is the run's error.
-func runCluster(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec, note func(string, ...any)) (record.Run, error) {
+func runCluster(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s serverSpec, netnsPrefix string, note func(string, ...any)) (record.Run, error) {
 	failed := func(err error) (record.Run, error) {
 		return record.Run{Scenario: sc.Name, Params: p.Strings(sc.Uses), Error: err.Error()}, nil
 	}
@@ -120,8 +121,17 @@ func runCluster(ctx context.Context, sc *scenario.Scenario, p scenario.Params, s
 		return record.Run{}, err
 	}
 	defer os.RemoveAll(dir)
-	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: s.config.Path, Args: s.config.Args, Dir: dir, Log: s.config.Log,
-		Ops: sc.Restarts, TLS: sc.ClusterTLS})
+	cfg := harness.ClusterConfig{Path: s.config.Path, Args: s.config.Args, Dir: dir, Log: s.config.Log,
+		Ops: sc.Restarts, TLS: sc.ClusterTLS}
+	if sc.Netns {
+		n, err := netns.New(netnsPrefix)
+		if err != nil {
+			return failed(err)
+		}
+		defer n.Close() // after the cluster's Stop: its processes gone
+		cfg.Net = n
+	}
+	c, err := harness.StartCluster(ctx, cfg)
 	if err != nil {
 		return failed(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"switchyard/bench/ceiling"
 	"switchyard/bench/harness"
+	"switchyard/bench/netns"
 	"switchyard/bench/record"
 	"switchyard/bench/scenario"
 )
@@ -59,6 +60,7 @@ type options struct {
 	switchyardLoops int
 	natsServer      string
 	clusterMetrics  bool
+	netnsPrefix     string
 	interleave      bool
 	echoServer      bool
 	version         bool
@@ -100,6 +102,14 @@ func run() error {
 	scenarios, err := scenario.Lookup(strings.Split(opts.scenarios, ","))
 	if err != nil {
 		return err
+	}
+	if err := netns.Available(); err != nil {
+		scenarios = slices.DeleteFunc(scenarios, func(s *scenario.Scenario) bool {
+			if s.Netns {
+				fmt.Fprintf(os.Stderr, "bench: %s skipped: it cuts nodes off in network namespaces, and %v\n", s.Name, err)
+			}
+			return s.Netns
+		})
 	}
 	fdLimit, err := raiseFileLimit()
 	if err != nil {
@@ -211,7 +221,7 @@ func run() error {
 			var err error
 			switch s.config.Name {
 			case clusterServer:
-				run, err = runCluster(ctx, sc, params, s, note)
+				run, err = runCluster(ctx, sc, params, s, opts.netnsPrefix, note)
 			case jetstreamServer:
 				run, err = runJetStream(ctx, sc, params, s)
 			default:
@@ -613,6 +623,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&opts.gearmandThreads, "gearmand-threads", 4, "gearmand -t (I/O threads); 4 is its default")
 	fs.StringVar(&opts.natsServer, "nats-server", defaultNATSServer, `nats-server binary for the cluster scenarios' JetStream peer; "none" to skip (the default is skipped when not installed)`)
 	fs.BoolVar(&opts.clusterMetrics, "cluster-metrics", false, "turn each cluster node's metrics listener on (127.0.0.1:0, in its listening log line) for pprof at /debug/pprof/; it turns the scheduler's latency histograms on too, which no scenario measures otherwise")
+	fs.StringVar(&opts.netnsPrefix, "netns-prefix", "syb", "the start of the names of the network namespaces, bridge and veths of the scenarios that cut nodes off (a few letters; the pid follows)")
 	fs.BoolVar(&opts.interleave, "interleave", false, "run round 1 of every scenario, then round 2 of every one, ...: runs set against each other across scenarios (cluster-bg and bg-durable) share the same minutes")
 	fs.StringVar(&opts.out, "out", "bench/results", `directory for the JSON record; "" to write none`)
 	fs.StringVar(&opts.serverLog, "server-log", "", "file to receive the servers' output")
