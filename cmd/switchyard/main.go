@@ -36,8 +36,8 @@ func main() {
 }
 
 // Signals, as gearmand 1.1.20 takes them: SIGTERM and SIGINT stop at once
-// (writing what is owed), SIGHUP reopens the log file, SIGUSR1 and SIGUSR2
-// are ignored. Go's default for all but the first two would end the process.
+// (writing what is owed), SIGHUP reopens the log file (and, ours, reloads
+// the certificates), SIGUSR1 and SIGUSR2 are ignored. Go's default for all but the first two would end the process.
 var (
 	stopSignals   = []os.Signal{syscall.SIGTERM, syscall.SIGINT}
 	ignoreSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2}

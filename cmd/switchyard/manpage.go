@@ -87,7 +87,7 @@ func writeManPage(w io.Writer) error {
 
 	p(".SH SIGNALS")
 	for _, s := range [][2]string{
-		{"SIGHUP", "Reopens the log file (--log-file), so that logrotate(8) may move it away; logs that it did. The server goes on; SIGHUP never stops it."},
+		{"SIGHUP", "Reopens the log file (--log-file), so that logrotate(8) may move it away; logs that it did. Also reads every certificate, key and CA file again (--ssl-certificate, --ssl-key, --ssl-ca-file, --cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca): new TLS handshakes use them, connections already open keep theirs, and a file that fails to load leaves the ones loaded before in use, with an error in the log. The server goes on; SIGHUP never stops it."},
 		{"SIGTERM, SIGINT", "Stop accepting connections, write what is pending, remove the pid file (--pid-file) and exit 0, at once, as gearmand does. Jobs still queued stay in the durable queue for the next start."},
 		{"SIGUSR1, SIGUSR2", "Ignored, as by Debian's gearmand."},
 	} {
