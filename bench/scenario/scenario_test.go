@@ -68,7 +68,7 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"mixed"}; !reflect.DeepEqual(mixes, want) {
 		t.Errorf("mixed scenarios %q, want %q", mixes, want)
 	}
-	if want := []string{"cluster-bg", "cluster-bg-follower", "cluster-failover", "cluster-failover-cut"}; !reflect.DeepEqual(clusters, want) {
+	if want := []string{"cluster-bg", "cluster-bg-tls", "cluster-bg-follower", "cluster-failover", "cluster-failover-cut"}; !reflect.DeepEqual(clusters, want) {
 		t.Errorf("cluster scenarios %q, want %q", clusters, want)
 	}
 	// Only the cut needs network namespaces (and root).
@@ -77,9 +77,10 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 			t.Errorf("%s: netns %v", s.Name, s.Netns)
 		}
 	}
-	// The cluster scenarios: the two bg ones have the JetStream peer and
-	// are set against bg-durable with its very parameters; each names
-	// the node its clients use.
+	// The cluster scenarios: the bg ones are set against bg-durable with
+	// its very parameters, and have the JetStream peer, but for the TLS
+	// one, which is set against its plain twin, cluster-bg, instead; each
+	// names the node its clients use.
 	for _, name := range clusters {
 		s := All[slices.IndexFunc(All, func(s *Scenario) bool { return s.Name == name })]
 		if s.Via != ViaLeader && s.Via != ViaFollower {
@@ -89,12 +90,19 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 			continue
 		}
 		single, err := Lookup([]string{s.Single})
-		if err != nil || single[0].Cluster || !s.Peer {
+		if err != nil || single[0].Cluster || s.Peer == (s.Plain != "") {
 			t.Errorf("%s: set against %q (%v), peer %v", s.Name, s.Single, err, s.Peer)
 			continue
 		}
 		if s.Full != single[0].Full || s.Quick != single[0].Quick || !reflect.DeepEqual(s.Uses, single[0].Uses) {
 			t.Errorf("%s: parameters %+v, %s's %+v", s.Name, s.Full, s.Single, single[0].Full)
+		}
+		if s.Plain == "" {
+			continue
+		}
+		plain, err := Lookup([]string{s.Plain})
+		if err != nil || !s.ClusterTLS || plain[0].ClusterTLS || plain[0].Full != s.Full || plain[0].Via != s.Via {
+			t.Errorf("%s: TLS %v, set against %q (%v) with other parameters or TLS too", s.Name, s.ClusterTLS, s.Plain, err)
 		}
 	}
 	// Each scenario with a ceiling names an echo scenario; only the
