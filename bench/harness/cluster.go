@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard/bench/cgroup"
 	"switchyard/bench/netns"
 )
 
@@ -46,6 +47,9 @@ type ClusterConfig struct {
 	// cluster's clients (Dial) in one more: Cut and Heal then cut a node
 	// off from the others while clients still reach it.
 	Net *netns.Net
+	// Budget, when set, runs each node in a CPU cgroup of its own, the
+	// same one across its restarts.
+	Budget *CPUBudget
 }
 
 // Cluster is a switchyard cluster of processes on loopback, started the
@@ -72,8 +76,9 @@ type ClusterNode struct {
 	ID  string
 	Dir string
 
-	ns  *netns.NS // with ClusterConfig.Net
-	cur atomic.Pointer[nodeProc]
+	ns    *netns.NS     // with ClusterConfig.Net
+	group *cgroup.Group // with ClusterConfig.Budget
+	cur   atomic.Pointer[nodeProc]
 }
 
 // Host is the address the node listens on: 127.0.0.1, or its namespace's.
@@ -174,7 +179,14 @@ func (c *Cluster) start(n *ClusterNode, bootstrap bool) error {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	if n.group == nil {
+		g, err := c.cfg.Budget.group(n.ID)
+		if err != nil {
+			return err
+		}
+		n.group = g
+	}
+	if err := startIn(n.group, p.cmd); err != nil {
 		return err
 	}
 	go func() {
@@ -407,8 +419,21 @@ func (c *Cluster) Usage() (Usage, error) {
 	return sum, nil
 }
 
+// Procs reads the CPU of every live node's process, and its group's
+// counters with ClusterConfig.Budget.
+func (c *Cluster) Procs() ([]ProcCPU, error) {
+	var refs []procRef
+	for _, n := range c.Nodes {
+		if n.Alive() == nil {
+			refs = append(refs, procRef{n.ID, n.PID(), n.group})
+		}
+	}
+	return procsCPU(refs)
+}
+
 // Stop stops every node (SIGTERM, then SIGKILL after stopTimeout) and
-// returns an error if one had died that Kill did not kill.
+// returns an error if one had died that Kill did not kill. Each node's
+// group goes with it.
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, n := range c.Nodes {
@@ -432,6 +457,12 @@ func (c *Cluster) Stop() error {
 			<-p.exited
 			errs = append(errs, fmt.Errorf("%s did not stop in %v", n.ID, stopTimeout))
 		}
+	}
+	for _, n := range c.Nodes {
+		if err := removeGroup(n.group); err != nil {
+			errs = append(errs, err)
+		}
+		n.group = nil
 	}
 	return errors.Join(errs...)
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"switchyard/bench/cgroup"
 )
 
 // NATSConfig says how to start a NATS cluster with JetStream on this
@@ -29,6 +31,9 @@ type NATSConfig struct {
 	Log io.Writer
 	// Timeout bounds a server's start; 0 means 30 s.
 	Timeout time.Duration
+	// Budget, when set, runs each server, the seed too, in a CPU cgroup
+	// of its own.
+	Budget *CPUBudget
 }
 
 // NATSCluster is nats-server processes clustered on loopback, each with
@@ -59,6 +64,7 @@ type NATSServer struct {
 	exited  chan struct{}
 	waitErr error
 	output  *tail
+	group   *cgroup.Group // with NATSConfig.Budget
 }
 
 // StartNATS starts cfg.Nodes servers and returns once each has written
@@ -104,9 +110,14 @@ func (c *NATSCluster) start(ctx context.Context, cfg NATSConfig, name string, ro
 	}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	g, err := cfg.Budget.group(name)
+	if err != nil {
 		return nil, err
 	}
+	if err := startIn(g, s.cmd); err != nil {
+		return nil, errors.Join(err, removeGroup(g))
+	}
+	s.group = g
 	go func() {
 		s.waitErr = s.cmd.Wait()
 		close(s.exited)
@@ -117,7 +128,7 @@ func (c *NATSCluster) start(ctx context.Context, cfg NATSConfig, name string, ro
 		c.seed = s
 	}
 	ports := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(cfg.Path), s.cmd.Process.Pid))
-	err := s.waitOutput(ctx, cfg.Timeout, func(string) bool {
+	err = s.waitOutput(ctx, cfg.Timeout, func(string) bool {
 		// The server writes the file whole but not atomically: a short
 		// read does not parse and is read again.
 		data, err := os.ReadFile(ports)
@@ -233,6 +244,19 @@ func (c *NATSCluster) Usage() (Usage, error) {
 	return sum, nil
 }
 
+// Procs reads the CPU of every server's process, the seed's first, and
+// its group's counters with NATSConfig.Budget.
+func (c *NATSCluster) Procs() ([]ProcCPU, error) {
+	var refs []procRef
+	for _, s := range c.all() {
+		if err := s.Alive(); err != nil {
+			return nil, err
+		}
+		refs = append(refs, procRef{s.Name, s.cmd.Process.Pid, s.group})
+	}
+	return procsCPU(refs)
+}
+
 // Alive returns an error, with the end of its output, if the server has
 // exited.
 func (s *NATSServer) Alive() error {
@@ -263,6 +287,10 @@ func (c *NATSCluster) Stop() error {
 			<-s.exited
 			errs = append(errs, fmt.Errorf("nats-server %s did not stop in %v", s.Name, stopTimeout))
 		}
+		if err := removeGroup(s.group); err != nil {
+			errs = append(errs, err)
+		}
+		s.group = nil
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/bench/cgroup"
 )
 
 func TestParseNATSPorts(t *testing.T) {
@@ -79,14 +81,39 @@ func natsServer(t *testing.T) string {
 
 // TestStartNATS starts three JetStream servers and their seed and checks
 // that each wrote its ports, that they are distinct servers and that
-// Usage reads every process; Stop stops them.
+// Usage and Procs read every process; Stop stops them. As root each runs
+// in a CPU cgroup of its own, which Stop removes.
 func TestStartNATS(t *testing.T) {
 	path := natsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := StartNATS(ctx, NATSConfig{Path: path, Dir: t.TempDir()})
+	var budget *CPUBudget
+	if err := cgroup.Available(); err == nil {
+		budget = &CPUBudget{CPUs: 0.5, Prefix: "sysc"}
+	} else {
+		t.Logf("the servers run without a CPU budget: %v", err)
+	}
+	c, err := StartNATS(ctx, NATSConfig{Path: path, Dir: t.TempDir(), Budget: budget})
 	if err != nil {
 		t.Fatal(err)
+	}
+	procs, err := c.Procs()
+	if err != nil || len(procs) != 4 || procs[0].Name != "n0" || procs[3].Name != "n3" {
+		t.Fatalf("procs %+v, %v", procs, err)
+	}
+	var groups []string
+	for _, p := range procs {
+		if (p.Quota == 0.5) != (budget != nil) || p.PID <= 0 {
+			t.Errorf("proc %+v", p)
+		}
+	}
+	for _, s := range c.all() {
+		if s.group != nil {
+			groups = append(groups, s.group.Dir())
+		}
+	}
+	if budget != nil && len(groups) != 4 {
+		t.Errorf("groups %q", groups)
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Servers {
@@ -107,5 +134,10 @@ func TestStartNATS(t *testing.T) {
 	}
 	if _, err := c.Usage(); err == nil {
 		t.Error("usage of stopped servers")
+	}
+	for _, g := range groups {
+		if _, err := os.Stat(g); !os.IsNotExist(err) {
+			t.Errorf("group %s still there after Stop", g)
+		}
 	}
 }

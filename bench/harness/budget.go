@@ -1,0 +1,151 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"switchyard/bench/cgroup"
+)
+
+// CPUBudget gives every server process the harness starts a CPU cgroup of
+// its own allowing CPUs (bench/cgroup), so that one machine stands for
+// several smaller ones, each process a machine. The load generator, this
+// process, stays outside every one. The zero budget, or a nil one, starts
+// processes as they are.
+type CPUBudget struct {
+	CPUs float64 // each process's quota; 0: none
+	// Prefix starts the groups' names, Prefix-PID-N-NAME: this process's
+	// id, a count of the groups it has made and the server's or node's
+	// name. cgroup.Sweep(Prefix) removes what a killed run left.
+	Prefix string
+}
+
+// groupSeq counts the groups this process has made, so that the nodes of
+// successive clusters (each with an n1) have groups of their own.
+var groupSeq atomic.Int64
+
+// group makes the cgroup for the process of a server named name, nil when
+// the budget has no CPUs.
+func (b *CPUBudget) group(name string) (*cgroup.Group, error) {
+	if b == nil || b.CPUs <= 0 {
+		return nil, nil
+	}
+	prefix := b.Prefix
+	if prefix == "" {
+		prefix = "syb"
+	}
+	return cgroup.New(cgroup.Name(prefix, os.Getpid(), fmt.Sprintf("%d-%s", groupSeq.Add(1), name)), b.CPUs)
+}
+
+// startIn starts cmd, in g when there is one.
+func startIn(g *cgroup.Group, cmd *exec.Cmd) error {
+	if g == nil {
+		return cmd.Start()
+	}
+	return g.Start(cmd)
+}
+
+// removeGroup removes g, if any, once its process has exited.
+func removeGroup(g *cgroup.Group) error {
+	if g == nil {
+		return nil
+	}
+	return g.Remove()
+}
+
+// ProcCPU is one server process's CPU time so far and, in a group of a
+// CPUBudget, its quota and what the quota did.
+type ProcCPU struct {
+	Name  string // the server's or node's: "switchyard", "n1", ...
+	PID   int
+	CPU   time.Duration // user + system, every thread's
+	Quota float64       // CPUs its group allows; 0 when in none
+	Group cgroup.Stat
+}
+
+// readProcCPU reads the CPU of the process pid, and g's counters.
+func readProcCPU(name string, pid int, g *cgroup.Group) (ProcCPU, error) {
+	p := ProcCPU{Name: name, PID: pid}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return p, err
+	}
+	if p.CPU, err = parseStatCPU(string(stat)); err != nil {
+		return p, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	if g != nil {
+		p.Quota = g.CPUs
+		if p.Group, err = g.Stat(); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// MachineCPU is the CPU time of every CPU of the machine so far, busy
+// and idle (/proc/stat's first line): how much of the machine was left
+// over while a scenario ran.
+type MachineCPU struct {
+	Busy, Idle time.Duration
+}
+
+// ReadMachineCPU reads /proc/stat.
+func ReadMachineCPU() (MachineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return MachineCPU{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseMachineCPU(line)
+}
+
+// parseMachineCPU parses the "cpu" line of /proc/stat: user, nice,
+// system, idle, iowait, irq, softirq, steal (then guest times, already
+// in user's). Idle is idle and iowait; steal, what the hypervisor gave
+// others, counts as busy: it was not to be had.
+func parseMachineCPU(line string) (MachineCPU, error) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return MachineCPU{}, fmt.Errorf("/proc/stat: %q is not the line of all CPUs", line)
+	}
+	var ticks [8]int64
+	for i := range ticks {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return MachineCPU{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		ticks[i] = n
+	}
+	d := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
+	idle := ticks[3] + ticks[4]
+	busy := ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+	return MachineCPU{Busy: d(busy), Idle: d(idle)}, nil
+}
+
+// procsCPU reads each process of procs, in order.
+func procsCPU(procs []procRef) ([]ProcCPU, error) {
+	out := make([]ProcCPU, 0, len(procs))
+	var errs []error
+	for _, p := range procs {
+		u, err := readProcCPU(p.name, p.pid, p.group)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+			continue
+		}
+		out = append(out, u)
+	}
+	return out, errors.Join(errs...)
+}
+
+// procRef names one process to read.
+type procRef struct {
+	name  string
+	pid   int
+	group *cgroup.Group
+}
