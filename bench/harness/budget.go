@@ -59,25 +59,22 @@ func removeGroup(g *cgroup.Group) error {
 	return g.Remove()
 }
 
-// ProcCPU is one server process's CPU time so far and, in a group of a
-// CPUBudget, its quota and what the quota did.
-type ProcCPU struct {
-	Name  string // the server's or node's: "switchyard", "n1", ...
-	PID   int
-	CPU   time.Duration // user + system, every thread's
-	Quota float64       // CPUs its group allows; 0 when in none
+// ProcUsage is one server process's CPU time so far and memory and,
+// in a group of a CPUBudget, its quota and what the quota did.
+type ProcUsage struct {
+	Name string // the server's or node's: "switchyard", "n1", ...
+	PID  int
+	Usage
+	Quota float64 // CPUs its group allows; 0 when in none
 	Group cgroup.Stat
 }
 
-// readProcCPU reads the CPU of the process pid, and g's counters.
-func readProcCPU(name string, pid int, g *cgroup.Group) (ProcCPU, error) {
-	p := ProcCPU{Name: name, PID: pid}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+// readProcUsage reads the usage of the process pid, and g's counters.
+func readProcUsage(name string, pid int, g *cgroup.Group) (ProcUsage, error) {
+	p := ProcUsage{Name: name, PID: pid}
+	var err error
+	if p.Usage, err = ReadUsage(pid); err != nil {
 		return p, err
-	}
-	if p.CPU, err = parseStatCPU(string(stat)); err != nil {
-		return p, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	if g != nil {
 		p.Quota = g.CPUs
@@ -128,12 +125,12 @@ func parseMachineCPU(line string) (MachineCPU, error) {
 	return MachineCPU{Busy: d(busy), Idle: d(idle)}, nil
 }
 
-// procsCPU reads each process of procs, in order.
-func procsCPU(procs []procRef) ([]ProcCPU, error) {
-	out := make([]ProcCPU, 0, len(procs))
+// procsUsage reads each process of procs, in order.
+func procsUsage(procs []procRef) ([]ProcUsage, error) {
+	out := make([]ProcUsage, 0, len(procs))
 	var errs []error
 	for _, p := range procs {
-		u, err := readProcCPU(p.name, p.pid, p.group)
+		u, err := readProcUsage(p.name, p.pid, p.group)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
 			continue

@@ -421,14 +421,14 @@ func (c *Cluster) Usage() (Usage, error) {
 
 // Procs reads the CPU of every live node's process, and its group's
 // counters with ClusterConfig.Budget.
-func (c *Cluster) Procs() ([]ProcCPU, error) {
+func (c *Cluster) Procs() ([]ProcUsage, error) {
 	var refs []procRef
 	for _, n := range c.Nodes {
 		if n.Alive() == nil {
 			refs = append(refs, procRef{n.ID, n.PID(), n.group})
 		}
 	}
-	return procsCPU(refs)
+	return procsUsage(refs)
 }
 
 // Stop stops every node (SIGTERM, then SIGKILL after stopTimeout) and

@@ -246,7 +246,7 @@ func (c *NATSCluster) Usage() (Usage, error) {
 
 // Procs reads the CPU of every server's process, the seed's first, and
 // its group's counters with NATSConfig.Budget.
-func (c *NATSCluster) Procs() ([]ProcCPU, error) {
+func (c *NATSCluster) Procs() ([]ProcUsage, error) {
 	var refs []procRef
 	for _, s := range c.all() {
 		if err := s.Alive(); err != nil {
@@ -254,7 +254,7 @@ func (c *NATSCluster) Procs() ([]ProcCPU, error) {
 		}
 		refs = append(refs, procRef{s.Name, s.cmd.Process.Pid, s.group})
 	}
-	return procsCPU(refs)
+	return procsUsage(refs)
 }
 
 // Alive returns an error, with the end of its output, if the server has

@@ -267,11 +267,11 @@ func (s *Server) Stop() error {
 
 // Procs reads the server process's CPU, and its group's counters with
 // Config.Budget.
-func (s *Server) Procs() ([]ProcCPU, error) {
+func (s *Server) Procs() ([]ProcUsage, error) {
 	if err := s.Alive(); err != nil {
 		return nil, err
 	}
-	return procsCPU([]procRef{{s.Name, s.PID(), s.group}})
+	return procsUsage([]procRef{{s.Name, s.PID(), s.group}})
 }
 
 // Output returns the last few kilobytes the server wrote.

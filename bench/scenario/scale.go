@@ -31,9 +31,9 @@ var clusterScale = &Scenario{
 		"for `warmup` then the measured `duration`; then `workers` a node drain them, every acknowledged job checked off. jobs/s is acknowledged submits a second over the measured time; each node's CPU used, of its quota, and throttled share are in the record's nodes. Needs root",
 	Uses: []string{"cpu", "functions", "groups", "clients", "inflight", "payload", "warmup", "duration", "jobs", "workers", "grab", "timeout"},
 	Full: Params{CPU: 0.3, Functions: 12, Clients: 2, InFlight: 128, Payload: 64, Warmup: 3 * time.Second, Duration: 10 * time.Second,
-		Jobs: 3_000_000, Workers: 2, Grab: 1, Timeout: 3 * time.Minute},
+		Jobs: 3_000_000, Workers: 4, Grab: 1, Timeout: 3 * time.Minute},
 	Quick: Params{CPU: 0.3, Functions: 12, Clients: 2, InFlight: 128, Payload: 64, Warmup: time.Second, Duration: 3 * time.Second,
-		Jobs: 1_000_000, Workers: 2, Grab: 1, Timeout: time.Minute},
+		Jobs: 1_000_000, Workers: 4, Grab: 1, Timeout: time.Minute},
 	runFleet: runScale,
 }
 
@@ -213,7 +213,7 @@ type scaleSystem struct {
 	// drained, when set, waits until the system holds no job once the
 	// drain has counted them all (JetStream's acks are not waited for).
 	drained func(ctx context.Context) error
-	procs   func() ([]harness.ProcCPU, error)
+	procs   func() ([]harness.ProcUsage, error)
 	roles   func() map[string]string // by process name
 	stop    func() error
 }
@@ -262,7 +262,7 @@ func runScaleConfig(ctx context.Context, f Fleet, p Params, c scaleConfig, out *
 // load generator's at one moment.
 type scaleSample struct {
 	at      time.Time
-	procs   []harness.ProcCPU
+	procs   []harness.ProcUsage
 	machine harness.MachineCPU
 	load    time.Duration
 	err     error
@@ -357,9 +357,12 @@ func recordScaleFill(out *record.Run, p Params, measured int64, latency *hdrhist
 	idle := (to.machine.Idle - from.machine.Idle).Seconds() / wall.Seconds()
 	setExtra(out, "machine_idle_cpus", idle)
 	var cpu time.Duration
+	var rss, peak int64
 	short := 0
 	for _, end := range to.procs {
-		i := slices.IndexFunc(from.procs, func(b harness.ProcCPU) bool { return b.Name == end.Name && b.PID == end.PID })
+		rss += end.RSS
+		peak += end.PeakRSS
+		i := slices.IndexFunc(from.procs, func(b harness.ProcUsage) bool { return b.Name == end.Name && b.PID == end.PID })
 		if i < 0 {
 			continue
 		}
@@ -379,6 +382,7 @@ func recordScaleFill(out *record.Run, p Params, measured int64, latency *hdrhist
 		out.Nodes = append(out.Nodes, n)
 	}
 	out.CPUSeconds = cpu.Seconds()
+	out.RSSMB, out.PeakRSSMB = megabytes(rss), megabytes(peak) // every process's, summed
 	if measured > 0 {
 		out.ServerCPUPerJob = float64(cpu.Microseconds()) / float64(measured)
 		out.LoadCPUPerJob = float64((to.load - from.load).Microseconds()) / float64(measured)
@@ -433,7 +437,7 @@ func scaleDrain(ctx context.Context, sys *scaleSystem, p Params, books *ledger, 
 	if from.err == nil && to.err == nil && want > 0 {
 		var cpu time.Duration
 		for _, e := range to.procs {
-			if i := slices.IndexFunc(from.procs, func(b harness.ProcCPU) bool { return b.Name == e.Name && b.PID == e.PID }); i >= 0 {
+			if i := slices.IndexFunc(from.procs, func(b harness.ProcUsage) bool { return b.Name == e.Name && b.PID == e.PID }); i >= 0 {
 				cpu += e.CPU - from.procs[i].CPU
 			}
 		}

@@ -31,7 +31,7 @@ const (
 // writer, receives every server's output.
 func fleetFor(opts *options, single serverSpec, fdLimit uint64, log *io.Writer, note func(string, ...any)) (scenario.Fleet, []record.Server) {
 	nodes := clusterConfigs(opts, fdLimit, []*scenario.Scenario{{Peer: true}})
-	groups := acceptsFlag(opts.switchyard, "--cluster-groups", "1")
+	groups := takesClusterGroups(opts.switchyard)
 	f := scenario.Fleet{Groups: groups, CgroupPrefix: opts.cgroupPrefix, Note: note}
 	durable := single.record.Args
 	f.Durable = func(ctx context.Context, b *harness.CPUBudget) (*harness.Server, func() error, error) {
@@ -95,12 +95,20 @@ func fleetFor(opts *options, single serverSpec, fdLimit uint64, log *io.Writer, 
 	return f, servers
 }
 
-// acceptsFlag says whether the binary at path takes flag with value: its
-// --check-args (validate the command line, then exit) accepts it.
-func acceptsFlag(path, flag, value string) bool {
+// takesClusterGroups says whether the switchyard at path takes
+// --cluster-groups: alone, or beside the flags of a cluster node, which a
+// binary may want with it.
+func takesClusterGroups(path string) bool {
+	return acceptsArgs(path, "--cluster-groups", "1") ||
+		acceptsArgs(path, "--node-id", "n1", "--cluster-listen", "127.0.0.1:0", "--cluster-groups", "1")
+}
+
+// acceptsArgs says whether the binary at path takes the arguments: its
+// --check-args (validate the command line, then exit) accepts them.
+func acceptsArgs(path string, args ...string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return exec.CommandContext(ctx, path, "--check-args", flag, value).Run() == nil
+	return exec.CommandContext(ctx, path, append([]string{"--check-args"}, args...)...).Run() == nil
 }
 
 // fleetRunnable says why a scenario that starts its own servers cannot

@@ -11,9 +11,10 @@ import (
 	"switchyard/bench/scenario"
 )
 
-// TestAcceptsFlag: a binary takes a flag when its --check-args with it
-// exits 0; one that refuses it, or that is not there, does not.
-func TestAcceptsFlag(t *testing.T) {
+// TestTakesClusterGroups: a binary takes --cluster-groups when its
+// --check-args with it exits 0, alone or with a node's flags; one that
+// refuses it, or that is not there, does not.
+func TestTakesClusterGroups(t *testing.T) {
 	dir := t.TempDir()
 	script := func(name, body string) string {
 		path := filepath.Join(dir, name)
@@ -22,14 +23,17 @@ func TestAcceptsFlag(t *testing.T) {
 		}
 		return path
 	}
-	takes := script("takes", `[ "$1 $2 $3" = "--check-args --cluster-groups 1" ]`)
+	takes := script("takes", `[ "$*" = "--check-args --cluster-groups 1" ]`)
+	withNode := script("with-node", `[ "$*" = "--check-args --node-id n1 --cluster-listen 127.0.0.1:0 --cluster-groups 1" ]`)
 	refuses := script("refuses", `echo "unrecognised option '$2'" >&2; exit 1`)
-	if !acceptsFlag(takes, "--cluster-groups", "1") {
+	if !takesClusterGroups(takes) || !takesClusterGroups(withNode) {
 		t.Error("a binary that takes the flag does not")
 	}
-	if acceptsFlag(takes, "--cluster-groups", "2") || acceptsFlag(refuses, "--cluster-groups", "1") ||
-		acceptsFlag(filepath.Join(dir, "absent"), "--cluster-groups", "1") {
+	if takesClusterGroups(refuses) || takesClusterGroups(filepath.Join(dir, "absent")) {
 		t.Error("a binary that refuses the flag, or none, takes it")
+	}
+	if acceptsArgs(takes, "--cluster-groups", "2") {
+		t.Error("other arguments accepted")
 	}
 }
 
