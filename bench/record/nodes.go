@@ -69,8 +69,8 @@ func (r *Record) NodesMarkdown() string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("| scenario | server | round | jobs/s | x single | x 3 nodes | drained/s | server CPU µs/job | machine idle CPUs | short nodes | per node: CPUs used/quota (* short), throttled, µs/job |\n")
-			b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			b.WriteString("| scenario | server | round | jobs/s | x single | x single, same load | x 3 nodes | drained/s | server CPU µs/job | machine idle CPUs | short nodes | per node: CPUs used/quota (* short), throttled, µs/job |\n")
+			b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		}
 		ratio := func(key string) string {
 			if v, ok := run.Extra[key]; ok {
@@ -86,8 +86,8 @@ func (r *Record) NodesMarkdown() string {
 		if run.Error != "" {
 			rate += " (**error**: " + oneLine(run.Error, 80) + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %.2f | %.0f | %s |\n", run.Scenario, run.Server, run.Round, rate,
-			ratio("vs_single_x"), ratio("vs_3_nodes_x"), FormatRate(run.Extra["drain_jobs_per_s"]), FormatCPU(run.ServerCPUPerJob),
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %.2f | %.0f | %s |\n", run.Scenario, run.Server, run.Round, rate,
+			ratio("vs_single_x"), ratio("vs_single_same_load_x"), ratio("vs_3_nodes_x"), FormatRate(run.Extra["drain_jobs_per_s"]), FormatCPU(run.ServerCPUPerJob),
 			run.Extra["machine_idle_cpus"], run.Extra["short_nodes"], strings.Join(nodes, "; "))
 	}
 	return b.String()

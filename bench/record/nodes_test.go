@@ -49,7 +49,7 @@ func TestNodesMarkdown(t *testing.T) {
 			Extra: map[string]float64{"drain_jobs_per_s": 20_000, "machine_idle_cpus": 0.41},
 			Nodes: []Node{{Name: "switchyard", Quota: 0.3, CPUs: 0.3, Throttled: 0.5}}},
 		{Scenario: "cluster-scale", Server: "switchyard-cluster-5", Round: 1, JobsPerSec: 30_000, Error: "drain: 3 of 5 jobs | lost",
-			Extra: map[string]float64{"vs_single_x": 0.75, "vs_3_nodes_x": 1.2, "short_nodes": 2},
+			Extra: map[string]float64{"vs_single_x": 0.75, "vs_single_same_load_x": 0.9, "vs_3_nodes_x": 1.2, "short_nodes": 2},
 			Nodes: []Node{{Name: "n1", Role: "leader", Quota: 0.3, CPUs: 0.3}, {Name: "n2", Quota: 0.3, CPUs: 0.1, Short: true}}},
 	}}
 	got := rec.NodesMarkdown()
@@ -58,8 +58,8 @@ func TestNodesMarkdown(t *testing.T) {
 		t.Fatalf("want a header, a rule and two rows:\n%s", got)
 	}
 	for _, want := range []string{
-		"| cluster-scale | switchyard-durable | 1 | 40.0k |  |  | 20.0k | 6.50 | 0.41 | 0 | switchyard 0.30/0.30 thr 50% |",
-		"| cluster-scale | switchyard-cluster-5 | 1 | 30.0k (**error**: drain: 3 of 5 jobs \\| lost) | 0.75x | 1.20x | 0 | - | 0.00 | 2 | n1 leader 0.30/0.30; n2 0.10/0.30* |",
+		"| cluster-scale | switchyard-durable | 1 | 40.0k |  |  |  | 20.0k | 6.50 | 0.41 | 0 | switchyard 0.30/0.30 thr 50% |",
+		"| cluster-scale | switchyard-cluster-5 | 1 | 30.0k (**error**: drain: 3 of 5 jobs \\| lost) | 0.75x | 0.90x | 1.20x | 0 | - | 0.00 | 2 | n1 leader 0.30/0.30; n2 0.10/0.30* |",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("no row %q in\n%s", want, got)

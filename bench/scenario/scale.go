@@ -68,23 +68,34 @@ const (
 )
 
 // scaleConfig is one configuration: the server its record names, what it
-// is, its nodes and the --cluster-groups it is given (0: none).
+// is, its nodes, the --cluster-groups it is given (0: none) and, when it
+// takes the load of more nodes than it has (all on its nodes), of how
+// many.
 type scaleConfig struct {
 	server string
 	kind   scaleKind
 	nodes  int
 	groups int
+	load   int
 }
+
+// loadOf is how many nodes' load the configuration takes.
+func (c scaleConfig) loadOf() int { return max(c.load, c.nodes) }
 
 // scaleSizes are the cluster sizes, the first the one the others are set
 // against.
 var scaleSizes = []int{3, 5}
 
 // scaleConfigs lists a round's configurations in the order they run: the
-// durable server, the clusters (with groups, when the binary takes the
-// flag, and then with one group), JetStream's.
+// durable server with a node's load and with the smallest cluster's, the
+// clusters (with groups, when the binary takes the flag, and then with one
+// group), JetStream's. The durable server with three nodes' clients tells
+// what the cluster of three gains from the deeper pipelines its load
+// brings (larger batches, cheaper jobs) from what it gains from its
+// nodes.
 func scaleConfigs(p Params, groupsFlag, nats bool) []scaleConfig {
-	cs := []scaleConfig{{server: "switchyard-durable", kind: scaleDurable, nodes: 1}}
+	cs := []scaleConfig{{server: "switchyard-durable", kind: scaleDurable, nodes: 1},
+		{server: fmt.Sprintf("switchyard-durable-x%d", scaleSizes[0]), kind: scaleDurable, nodes: 1, load: scaleSizes[0]}}
 	for _, n := range scaleSizes {
 		c := scaleConfig{server: fmt.Sprintf("switchyard-cluster-%d", n), kind: scaleCluster, nodes: n}
 		if groupsFlag {
@@ -154,8 +165,10 @@ func errorNote(err string) string {
 	return "; error: " + line
 }
 
-// relateScale sets each run against the durable server's (vs_single_x)
-// and a larger cluster against the smallest of its kind (vs_3_nodes_x).
+// relateScale sets each run against the durable server's with a node's
+// load (vs_single_x) and with the run's load (vs_single_same_load_x, when
+// it ran), and a larger cluster against the smallest of its kind
+// (vs_3_nodes_x).
 func relateScale(configs []scaleConfig, runs []record.Run) {
 	rate := func(i int) float64 {
 		if i < 0 || i >= len(runs) || runs[i].Error != "" {
@@ -163,13 +176,22 @@ func relateScale(configs []scaleConfig, runs []record.Run) {
 		}
 		return runs[i].JobsPerSec
 	}
-	single := slices.IndexFunc(configs, func(c scaleConfig) bool { return c.kind == scaleDurable })
+	durable := func(load int) int {
+		return slices.IndexFunc(configs, func(c scaleConfig) bool { return c.kind == scaleDurable && c.loadOf() == load })
+	}
+	single := durable(1)
 	for i, c := range configs {
 		if i >= len(runs) || rate(i) == 0 {
 			continue
 		}
-		if c.kind != scaleDurable && rate(single) > 0 {
+		if i != single && rate(single) > 0 {
 			setExtra(&runs[i], "vs_single_x", rate(i)/rate(single))
+		}
+		if same := durable(c.loadOf()); c.kind != scaleDurable && rate(same) > 0 {
+			setExtra(&runs[i], "vs_single_same_load_x", rate(i)/rate(same))
+		}
+		if c.kind == scaleDurable {
+			continue
 		}
 		if c.nodes == scaleSizes[0] {
 			continue
@@ -227,6 +249,10 @@ func runScaleConfig(ctx context.Context, f Fleet, p Params, c scaleConfig, out *
 	budget := &harness.CPUBudget{CPUs: p.CPU, Prefix: f.CgroupPrefix}
 	functions := scaleFunctions(p.Functions)
 	setExtra(out, "nodes", float64(c.nodes))
+	if c.loadOf() != c.nodes { // every node's clients and workers on its nodes
+		setExtra(out, "load_of_nodes", float64(c.loadOf()))
+		p.Clients, p.Workers = p.Clients*c.loadOf()/c.nodes, p.Workers*c.loadOf()/c.nodes
+	}
 	if p.CPU > 0 {
 		setExtra(out, "quota_cpus", p.CPU)
 	}

@@ -30,15 +30,15 @@ func TestScaleConfigs(t *testing.T) {
 		wantGroups   []int
 	}{
 		{"today's binary, no nats-server", Params{}, false, false,
-			[]string{"switchyard-durable", "switchyard-cluster-3", "switchyard-cluster-5"}, []int{0, 0, 0}},
+			[]string{"switchyard-durable", "switchyard-durable-x3", "switchyard-cluster-3", "switchyard-cluster-5"}, []int{0, 0, 0, 0}},
 		{"today's binary", Params{}, false, true,
-			[]string{"switchyard-durable", "switchyard-cluster-3", "switchyard-cluster-5", "jetstream-3", "jetstream-5"}, []int{0, 0, 0, 0, 0}},
+			[]string{"switchyard-durable", "switchyard-durable-x3", "switchyard-cluster-3", "switchyard-cluster-5", "jetstream-3", "jetstream-5"}, []int{0, 0, 0, 0, 0, 0}},
 		{"with groups, four a node", Params{}, true, true,
-			[]string{"switchyard-durable", "switchyard-cluster-3", "switchyard-cluster-5", "switchyard-cluster-3-g1", "switchyard-cluster-5-g1", "jetstream-3", "jetstream-5"},
-			[]int{0, 12, 20, 1, 1, 0, 0}},
+			[]string{"switchyard-durable", "switchyard-durable-x3", "switchyard-cluster-3", "switchyard-cluster-5", "switchyard-cluster-3-g1", "switchyard-cluster-5-g1", "jetstream-3", "jetstream-5"},
+			[]int{0, 0, 12, 20, 1, 1, 0, 0}},
 		{"with 15 groups", Params{Groups: 15}, true, false,
-			[]string{"switchyard-durable", "switchyard-cluster-3", "switchyard-cluster-5", "switchyard-cluster-3-g1", "switchyard-cluster-5-g1"},
-			[]int{0, 15, 15, 1, 1}},
+			[]string{"switchyard-durable", "switchyard-durable-x3", "switchyard-cluster-3", "switchyard-cluster-5", "switchyard-cluster-3-g1", "switchyard-cluster-5-g1"},
+			[]int{0, 0, 15, 15, 1, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,12 +54,13 @@ func TestScaleConfigs(t *testing.T) {
 	}
 }
 
-// TestRelateScale: every run against the durable server's, a five-node
-// one against the three-node one of its kind; failed runs are set
-// against nothing and nothing against them.
+// TestRelateScale: every run against the durable server's with a node's
+// load, and with its own load where there is such a run; a five-node one
+// against the three-node one of its kind; failed runs are set against
+// nothing and nothing against them.
 func TestRelateScale(t *testing.T) {
 	configs := scaleConfigs(Params{}, true, true)
-	rates := []float64{100, 130, 200, 80, 120, 50, 60}
+	rates := []float64{100, 125, 130, 200, 80, 120, 50, 60}
 	runs := make([]record.Run, len(configs))
 	for i, r := range rates {
 		runs[i].JobsPerSec = r
@@ -67,11 +68,12 @@ func TestRelateScale(t *testing.T) {
 	relateScale(configs, runs)
 	want := []map[string]float64{
 		nil,
-		{"vs_single_x": 1.3},
+		{"vs_single_x": 1.25},
+		{"vs_single_x": 1.3, "vs_single_same_load_x": 1.04},
 		{"vs_single_x": 2, "vs_3_nodes_x": 200.0 / 130},
-		{"vs_single_x": 0.8},
+		{"vs_single_x": 0.8, "vs_single_same_load_x": 0.64},
 		{"vs_single_x": 1.2, "vs_3_nodes_x": 1.5},
-		{"vs_single_x": 0.5},
+		{"vs_single_x": 0.5, "vs_single_same_load_x": 0.4},
 		{"vs_single_x": 0.6, "vs_3_nodes_x": 1.2},
 	}
 	for i := range runs {
@@ -84,10 +86,10 @@ func TestRelateScale(t *testing.T) {
 	for i, r := range rates {
 		runs[i].JobsPerSec = r
 	}
-	runs[1].Error = "failed"
+	runs[2].Error = "failed"
 	relateScale(configs, runs)
-	if runs[1].Extra != nil || runs[2].Extra["vs_3_nodes_x"] != 0 || runs[2].Extra["vs_single_x"] != 2 {
-		t.Errorf("with the 3-node cluster failed: %v, %v", runs[1].Extra, runs[2].Extra)
+	if runs[2].Extra != nil || runs[3].Extra["vs_3_nodes_x"] != 0 || runs[3].Extra["vs_single_x"] != 2 {
+		t.Errorf("with the 3-node cluster failed: %v, %v", runs[2].Extra, runs[3].Extra)
 	}
 }
 
@@ -191,7 +193,7 @@ func TestClusterScale(t *testing.T) {
 		p.CPU = 0
 	}
 	runs := clusterScale.RunFleet(ctx, f, p)
-	want := []string{"switchyard-durable", "switchyard-cluster-3", "switchyard-cluster-5"}
+	want := []string{"switchyard-durable", "switchyard-durable-x3", "switchyard-cluster-3", "switchyard-cluster-5"}
 	if f.NATS != nil {
 		want = append(want, "jetstream-3", "jetstream-5")
 	}
@@ -202,7 +204,7 @@ func TestClusterScale(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("runs on %q, want %q", got, want)
 	}
-	procs := map[string]int{"switchyard-durable": 1, "switchyard-cluster-3": 3, "switchyard-cluster-5": 5, "jetstream-3": 4, "jetstream-5": 6}
+	procs := map[string]int{"switchyard-durable": 1, "switchyard-durable-x3": 1, "switchyard-cluster-3": 3, "switchyard-cluster-5": 5, "jetstream-3": 4, "jetstream-5": 6}
 	for _, r := range runs {
 		if r.Error != "" {
 			t.Errorf("%s: %s", r.Server, r.Error)
@@ -230,9 +232,15 @@ func TestClusterScale(t *testing.T) {
 		if strings.HasSuffix(r.Server, "-5") && r.Extra["vs_3_nodes_x"] <= 0 {
 			t.Errorf("%s: not set against three nodes: %v", r.Server, r.Extra)
 		}
+		if strings.HasSuffix(r.Server, "-3") && r.Extra["vs_single_same_load_x"] <= 0 {
+			t.Errorf("%s: not set against the durable server with its load: %v", r.Server, r.Extra)
+		}
+	}
+	if x3 := runs[1]; x3.Extra["load_of_nodes"] != 3 || x3.Extra["acked_jobs"] <= 0 {
+		t.Errorf("the durable server with three nodes' load: %v", x3.Extra)
 	}
 	// The cluster's nodes say their roles: one leads.
-	if r := runs[1]; len(r.Nodes) == 3 && slices.IndexFunc(r.Nodes, func(n record.Node) bool { return n.Role == "leader" }) < 0 {
+	if r := runs[2]; len(r.Nodes) == 3 && slices.IndexFunc(r.Nodes, func(n record.Node) bool { return n.Role == "leader" }) < 0 {
 		t.Errorf("no leader among %+v", r.Nodes)
 	}
 }

@@ -74,7 +74,7 @@ func TestClusterScaleEndToEnd(t *testing.T) {
 			t.Errorf("run %+v", r)
 		}
 	}
-	if want := []string{"switchyard-durable", "switchyard-cluster-3", "switchyard-cluster-5"}; !slices.Equal(names, want) {
+	if want := []string{"switchyard-durable", "switchyard-durable-x3", "switchyard-cluster-3", "switchyard-cluster-5"}; !slices.Equal(names, want) {
 		t.Errorf("runs on %q, want %q\n%s", names, want, stderr)
 	}
 	var servers []string
