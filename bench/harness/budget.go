@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"time"
 
 	"switchyard/bench/cgroup"
 )
@@ -83,46 +80,6 @@ func readProcUsage(name string, pid int, g *cgroup.Group) (ProcUsage, error) {
 		}
 	}
 	return p, nil
-}
-
-// MachineCPU is the CPU time of every CPU of the machine so far, busy
-// and idle (/proc/stat's first line): how much of the machine was left
-// over while a scenario ran.
-type MachineCPU struct {
-	Busy, Idle time.Duration
-}
-
-// ReadMachineCPU reads /proc/stat.
-func ReadMachineCPU() (MachineCPU, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return MachineCPU{}, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return parseMachineCPU(line)
-}
-
-// parseMachineCPU parses the "cpu" line of /proc/stat: user, nice,
-// system, idle, iowait, irq, softirq, steal (then guest times, already
-// in user's). Idle is idle and iowait; steal, what the hypervisor gave
-// others, counts as busy: it was not to be had.
-func parseMachineCPU(line string) (MachineCPU, error) {
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return MachineCPU{}, fmt.Errorf("/proc/stat: %q is not the line of all CPUs", line)
-	}
-	var ticks [8]int64
-	for i := range ticks {
-		n, err := strconv.ParseInt(f[i+1], 10, 64)
-		if err != nil {
-			return MachineCPU{}, fmt.Errorf("/proc/stat: %w", err)
-		}
-		ticks[i] = n
-	}
-	d := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
-	idle := ticks[3] + ticks[4]
-	busy := ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
-	return MachineCPU{Busy: d(busy), Idle: d(idle)}, nil
 }
 
 // procsUsage reads each process of procs, in order.

@@ -11,47 +11,6 @@ import (
 	"switchyard/bench/cgroup"
 )
 
-func TestParseMachineCPU(t *testing.T) {
-	tests := []struct {
-		name, line string
-		want       MachineCPU
-		wantErr    bool
-	}{
-		// user nice system idle iowait irq softirq steal guest guest_nice
-		{"with steal and guest", "cpu  1000 50 300 8000 100 20 30 5 400 0",
-			MachineCPU{Busy: 14050 * time.Millisecond, Idle: 81 * time.Second}, false},
-		{"an old kernel's eight", "cpu  100 0 100 700 0 0 0 0", MachineCPU{Busy: 2 * time.Second, Idle: 7 * time.Second}, false},
-		{"a CPU's own line", "cpu0 100 0 100 700 0 0 0 0", MachineCPU{}, true},
-		{"short", "cpu  100 0 100", MachineCPU{}, true},
-		{"not a number", "cpu  100 0 x 700 0 0 0 0", MachineCPU{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseMachineCPU(tt.line)
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Errorf("got %+v, %v; want %+v, error %v", got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
-}
-
-func TestReadMachineCPU(t *testing.T) {
-	a, err := ReadMachineCPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for from := ownCPU(); ownCPU()-from < 50*time.Millisecond; {
-	}
-	b, err := ReadMachineCPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The spin above was busy time of the machine's.
-	if a.Busy <= 0 || a.Idle < 0 || b.Busy < a.Busy+30*time.Millisecond || b.Idle < a.Idle {
-		t.Errorf("%+v, then %+v after 50 ms of CPU", a, b)
-	}
-}
-
 // TestNoBudget: with no budget a server runs in no group of the harness's
 // and its Procs say so.
 func TestNoBudget(t *testing.T) {
