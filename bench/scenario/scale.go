@@ -270,7 +270,7 @@ func runScaleConfig(ctx context.Context, f Fleet, p Params, c scaleConfig, out *
 		}
 		sys, err = startScaleCluster(ctx, f, c.nodes, extra, budget, functions, p)
 	case scaleJetStream:
-		sys, err = startScaleJetStream(ctx, f, c.nodes, budget, functions, p)
+		sys, err = startScaleJetStream(ctx, f, c.nodes, budget, functions, p, out)
 	}
 	if err != nil {
 		return err
@@ -628,8 +628,8 @@ const scaleDurableName = "drain"
 // of three replicas per function, created through the servers in turn
 // (JetStream places each stream and its leader); its publishers and
 // consumers go to every server.
-func startScaleJetStream(ctx context.Context, f Fleet, n int, b *harness.CPUBudget, functions []string, p Params) (sys *scaleSystem, err error) {
-	c, stop, err := f.NATS(ctx, n, b)
+func startScaleJetStream(ctx context.Context, f Fleet, n int, b *harness.CPUBudget, functions []string, p Params, out *record.Run) (sys *scaleSystem, err error) {
+	c, stop, err := startJetStream(ctx, f, n, b, out)
 	if err != nil {
 		return nil, err
 	}
@@ -706,6 +706,43 @@ func startScaleJetStream(ctx context.Context, f Fleet, n int, b *harness.CPUBudg
 		},
 		stop: stop,
 	}, nil
+}
+
+// jetStreamStarts bounds how many times startJetStream starts the servers
+// afresh, and jetStreamForms how long it waits each time for them to form
+// one meta group.
+const (
+	jetStreamStarts = 3
+	jetStreamForms  = 30 * time.Second
+)
+
+// startJetStream starts n JetStream servers and waits until they form one
+// meta group; servers that split into two (harness.WaitJetStream) are
+// stopped and started afresh. How many starts it took is in out's
+// jetstream_starts when more than one.
+func startJetStream(ctx context.Context, f Fleet, n int, b *harness.CPUBudget, out *record.Run) (*harness.NATSCluster, func() error, error) {
+	var errs []error
+	for start := 1; start <= jetStreamStarts; start++ {
+		c, stop, err := f.NATS(ctx, n, b)
+		if err != nil {
+			return nil, nil, errors.Join(append(errs, err)...)
+		}
+		err = c.WaitJetStream(ctx, jetStreamForms)
+		if err == nil {
+			if start > 1 {
+				setExtra(out, "jetstream_starts", float64(start))
+			}
+			return c, stop, nil
+		}
+		errs = append(errs, fmt.Errorf("start %d: %w", start, err), stop())
+		if f.Note != nil {
+			f.Note("cluster-scale %s: %v; starting them afresh", out.Server, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, nil, errors.Join(errs...)
 }
 
 // pollUntil polls cond every few milliseconds until it holds, for at
