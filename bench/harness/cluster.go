@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard/bench/cgroup"
 	"switchyard/bench/netns"
 	"switchyard/engine/tlstest"
 )
@@ -58,6 +59,9 @@ type ClusterConfig struct {
 	// cluster's clients (Dial) in one more: Cut and Heal then cut a node
 	// off from the others while clients still reach it.
 	Net *netns.Net
+	// Budget, when set, runs each node in a CPU cgroup of its own, the
+	// same one across its restarts.
+	Budget *CPUBudget
 }
 
 // Cluster is a switchyard cluster of processes on loopback, started
@@ -88,8 +92,9 @@ type ClusterNode struct {
 	ID  string
 	Dir string
 
-	ns  *netns.NS // with ClusterConfig.Net
-	cur atomic.Pointer[nodeProc]
+	ns    *netns.NS     // with ClusterConfig.Net
+	group *cgroup.Group // with ClusterConfig.Budget
+	cur   atomic.Pointer[nodeProc]
 }
 
 // Host is the address the node listens on: 127.0.0.1, or its namespace's.
@@ -251,7 +256,14 @@ func (c *Cluster) start(n *ClusterNode, peers []string) error {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	if n.group == nil {
+		g, err := c.cfg.Budget.group(n.ID)
+		if err != nil {
+			return err
+		}
+		n.group = g
+	}
+	if err := startIn(n.group, p.cmd); err != nil {
 		return err
 	}
 	go func() {
@@ -507,8 +519,21 @@ func (c *Cluster) Usage() (Usage, error) {
 	return sum, nil
 }
 
+// Procs reads the CPU of every live node's process, and its group's
+// counters with ClusterConfig.Budget.
+func (c *Cluster) Procs() ([]ProcUsage, error) {
+	var refs []procRef
+	for _, n := range c.Nodes {
+		if n.Alive() == nil {
+			refs = append(refs, procRef{n.ID, n.PID(), n.group})
+		}
+	}
+	return procsUsage(refs)
+}
+
 // Stop stops every node (SIGTERM, then SIGKILL after stopTimeout) and
-// returns an error if one had died that Kill did not kill.
+// returns an error if one had died that Kill did not kill. Each node's
+// group goes with it.
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, n := range c.Nodes {
@@ -532,6 +557,12 @@ func (c *Cluster) Stop() error {
 			<-p.exited
 			errs = append(errs, fmt.Errorf("%s did not stop in %v", n.ID, stopTimeout))
 		}
+	}
+	for _, n := range c.Nodes {
+		if err := removeGroup(n.group); err != nil {
+			errs = append(errs, err)
+		}
+		n.group = nil
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"switchyard/bench/cgroup"
 )
 
 // NATSConfig says how to start a NATS cluster with JetStream on this
@@ -29,6 +32,9 @@ type NATSConfig struct {
 	Log io.Writer
 	// Timeout bounds a server's start; 0 means 30 s.
 	Timeout time.Duration
+	// Budget, when set, runs each server, the seed too, in a CPU cgroup
+	// of its own.
+	Budget *CPUBudget
 }
 
 // NATSCluster is nats-server processes clustered on loopback, each with
@@ -52,13 +58,15 @@ type NATSCluster struct {
 type NATSServer struct {
 	Name string
 	// ClientURL is where clients connect (nats://127.0.0.1:PORT), RouteURL
-	// where the other servers do.
-	ClientURL, RouteURL string
+	// where the other servers do, MonitorURL its HTTP monitoring
+	// (http://127.0.0.1:PORT, for /jsz).
+	ClientURL, RouteURL, MonitorURL string
 
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
 	output  *tail
+	group   *cgroup.Group // with NATSConfig.Budget
 }
 
 // StartNATS starts cfg.Nodes servers and returns once each has written
@@ -104,9 +112,14 @@ func (c *NATSCluster) start(ctx context.Context, cfg NATSConfig, name string, ro
 	}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	g, err := cfg.Budget.group(name)
+	if err != nil {
 		return nil, err
 	}
+	if err := startIn(g, s.cmd); err != nil {
+		return nil, errors.Join(err, removeGroup(g))
+	}
+	s.group = g
 	go func() {
 		s.waitErr = s.cmd.Wait()
 		close(s.exited)
@@ -117,26 +130,30 @@ func (c *NATSCluster) start(ctx context.Context, cfg NATSConfig, name string, ro
 		c.seed = s
 	}
 	ports := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(cfg.Path), s.cmd.Process.Pid))
-	err := s.waitOutput(ctx, cfg.Timeout, func(string) bool {
+	err = s.waitOutput(ctx, cfg.Timeout, func(string) bool {
 		// The server writes the file whole but not atomically: a short
 		// read does not parse and is read again.
 		data, err := os.ReadFile(ports)
 		if err == nil {
 			s.ClientURL, s.RouteURL, err = ParseNATSPorts(data)
 		}
+		if err == nil {
+			s.MonitorURL, err = parseNATSMonitor(data)
+		}
 		return err == nil
 	})
 	return s, err
 }
 
-// NATSServerConfig is one server's configuration: its name, client and
-// route listeners on 127.0.0.1 with ports the kernel picks, its ports file
+// NATSServerConfig is one server's configuration: its name, client,
+// route and monitoring listeners on 127.0.0.1 with ports the kernel
+// picks, its ports file
 // in dir, routes to the other servers given and, if jetstream, JetStream
 // with its store in dir.
 func NATSServerConfig(name, dir string, routes []string, jetstream bool) string {
 	var b strings.Builder
 	q := strconv.Quote
-	fmt.Fprintf(&b, "server_name: %s\nhost: \"127.0.0.1\"\nport: -1\nports_file_dir: %s\n", q(name), q(dir))
+	fmt.Fprintf(&b, "server_name: %s\nhost: \"127.0.0.1\"\nport: -1\nhttp: \"127.0.0.1:-1\"\nports_file_dir: %s\n", q(name), q(dir))
 	if jetstream {
 		fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n}\n", q(filepath.Join(dir, "jetstream")))
 	}
@@ -196,6 +213,149 @@ func ParseNATSPorts(data []byte) (client, route string, err error) {
 	return ports.Nats[0], ports.Cluster[0], nil
 }
 
+// parseNATSMonitor returns the first monitoring URL of a ports file.
+func parseNATSMonitor(data []byte) (string, error) {
+	var ports struct {
+		Monitoring []string `json:"monitoring"`
+	}
+	if err := json.Unmarshal(data, &ports); err != nil {
+		return "", fmt.Errorf("ports file: %w", err)
+	}
+	if len(ports.Monitoring) == 0 {
+		return "", fmt.Errorf("ports file %s: no monitoring URL", data)
+	}
+	return ports.Monitoring[0], nil
+}
+
+// WaitJetStream waits, for at most timeout, until the JetStream servers
+// form one meta group: every one names the same meta leader, and that
+// leader has every other as a current replica. Servers started one after
+// the other, each routed only to the seed, do not always: under CPU
+// quotas nats-server 2.9 has been seen to elect two meta leaders, each
+// of a part of the servers, that never merge, and a stream of three
+// replicas then cannot be created through a server of the smaller part.
+// The error says what each server saw last.
+func (c *NATSCluster) WaitJetStream(ctx context.Context, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond) // polling the servers' /jsz
+	defer tick.Stop()
+	for {
+		// Each read bounded on its own (metaView), not by the deadline:
+		// the last views, which the error gives, are whole.
+		views := make([]MetaView, len(c.Servers))
+		for i, s := range c.Servers {
+			views[i] = s.metaView(ctx)
+		}
+		if OneMetaGroup(views) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nats-server: waiting for JetStream's meta group: %w", ctx.Err())
+		case <-deadline.C:
+			var seen []string
+			for i, v := range views {
+				seen = append(seen, c.Servers[i].Name+": "+v.String())
+			}
+			return fmt.Errorf("nats-server: JetStream did not form one meta group of %d in %v: %s", len(c.Servers), timeout, strings.Join(seen, "; "))
+		case <-tick.C:
+		}
+	}
+}
+
+// MetaView is what one JetStream server says of its meta group (/jsz's
+// meta_cluster).
+type MetaView struct {
+	Leader   string `json:"leader"`
+	Size     int    `json:"cluster_size"`
+	Replicas []struct {
+		Name    string `json:"name"`
+		Current bool   `json:"current"`
+		Offline bool   `json:"offline"`
+	} `json:"replicas"`
+	Self string `json:"-"` // the server's name
+	Err  error  `json:"-"` // why it could not be read
+}
+
+func (v MetaView) String() string {
+	if v.Err != nil {
+		return v.Err.Error()
+	}
+	current := 0
+	for _, r := range v.Replicas {
+		if r.Current && !r.Offline {
+			current++
+		}
+	}
+	return fmt.Sprintf("leader %q, a group of %d, %d of %d replicas current", v.Leader, v.Size, current, len(v.Replicas))
+}
+
+// OneMetaGroup says whether views, one from each server, are of one
+// meta group with every server in it: one leader that all name, and
+// whose own view has every other server as a current replica.
+func OneMetaGroup(views []MetaView) bool {
+	if len(views) == 0 {
+		return false
+	}
+	leader := views[0].Leader
+	var lead *MetaView
+	for i, v := range views {
+		if v.Err != nil || v.Leader == "" || v.Leader != leader {
+			return false
+		}
+		if v.Self == leader {
+			lead = &views[i]
+		}
+	}
+	if lead == nil || lead.Size != len(views) {
+		return false
+	}
+	current := map[string]bool{}
+	for _, r := range lead.Replicas {
+		if r.Current && !r.Offline {
+			current[r.Name] = true
+		}
+	}
+	for _, v := range views {
+		if v.Self != leader && !current[v.Self] {
+			return false
+		}
+	}
+	return true
+}
+
+// metaView reads the server's /jsz.
+func (s *NATSServer) metaView(ctx context.Context) MetaView {
+	v := MetaView{Self: s.Name}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.MonitorURL+"/jsz", nil)
+	if err != nil {
+		v.Err = err
+		return v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		v.Err = err
+		return v
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Meta *MetaView `json:"meta_cluster"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		v.Err = fmt.Errorf("/jsz: %w", err)
+		return v
+	}
+	if jsz.Meta == nil {
+		v.Err = errors.New("/jsz: no meta_cluster yet")
+		return v
+	}
+	jsz.Meta.Self = s.Name
+	return *jsz.Meta
+}
+
 // Find returns the server named name, nil if none.
 func (c *NATSCluster) Find(name string) *NATSServer {
 	for _, s := range c.Servers {
@@ -233,6 +393,19 @@ func (c *NATSCluster) Usage() (Usage, error) {
 	return sum, nil
 }
 
+// Procs reads the CPU of every server's process, the seed's first, and
+// its group's counters with NATSConfig.Budget.
+func (c *NATSCluster) Procs() ([]ProcUsage, error) {
+	var refs []procRef
+	for _, s := range c.all() {
+		if err := s.Alive(); err != nil {
+			return nil, err
+		}
+		refs = append(refs, procRef{s.Name, s.cmd.Process.Pid, s.group})
+	}
+	return procsUsage(refs)
+}
+
 // Alive returns an error, with the end of its output, if the server has
 // exited.
 func (s *NATSServer) Alive() error {
@@ -263,6 +436,10 @@ func (c *NATSCluster) Stop() error {
 			<-s.exited
 			errs = append(errs, fmt.Errorf("nats-server %s did not stop in %v", s.Name, stopTimeout))
 		}
+		if err := removeGroup(s.group); err != nil {
+			errs = append(errs, err)
+		}
+		s.group = nil
 	}
 	return errors.Join(errs...)
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"switchyard/bench/cgroup"
 )
 
 // Config says how to start one server.
@@ -37,6 +39,8 @@ type Config struct {
 	// connections; 0 means 10 s. One that replays a large stored queue
 	// before it listens may need more.
 	StartTimeout time.Duration
+	// Budget, when set, runs the server in a CPU cgroup of its own.
+	Budget *CPUBudget
 }
 
 // Server is a running server process.
@@ -52,7 +56,8 @@ type Server struct {
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // valid once exited is closed
 	output  *tail
-	prior   Usage // of the servers this one replaced (Restart)
+	prior   Usage         // of the servers this one replaced (Restart)
+	group   *cgroup.Group // with Config.Budget
 }
 
 // startTimeout bounds how long a server may take to accept connections,
@@ -77,9 +82,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// Its own process group, so a terminal's ^C reaches only the bench,
 	// which then stops the server itself.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	g, err := cfg.Budget.group(cfg.Name)
+	if err != nil {
 		return nil, err
 	}
+	if err := startIn(g, s.cmd); err != nil {
+		return nil, errors.Join(err, removeGroup(g))
+	}
+	s.group = g
 	go func() {
 		s.waitErr = s.cmd.Wait()
 		close(s.exited)
@@ -214,6 +224,9 @@ func (s *Server) Restart(ctx context.Context, cfg Config) (*Server, time.Duratio
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.exited
+	if err := removeGroup(s.group); err != nil {
+		return nil, 0, err
+	}
 	begin := time.Now()
 	next, err := Start(ctx, cfg)
 	if err != nil {
@@ -249,7 +262,16 @@ func (s *Server) Stop() error {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}
-	return died
+	return errors.Join(died, removeGroup(s.group))
+}
+
+// Procs reads the server process's CPU, and its group's counters with
+// Config.Budget.
+func (s *Server) Procs() ([]ProcUsage, error) {
+	if err := s.Alive(); err != nil {
+		return nil, err
+	}
+	return procsUsage([]procRef{{s.Name, s.PID(), s.group}})
 }
 
 // Output returns the last few kilobytes the server wrote.

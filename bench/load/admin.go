@@ -20,9 +20,21 @@ func QueuedJobs(ctx context.Context, addr, function string) (int64, error) {
 
 // QueuedJobsVia is QueuedJobs on a connection dial opens.
 func QueuedJobsVia(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, function string) (int64, error) {
+	st, err := QueuedByFunction(ctx, dial, addr)
+	return st[function], err
+}
+
+// QueuedByFunction asks "status" on a connection dial opens (nil:
+// net.Dialer's) and returns the jobs each function listed holds (queued
+// and running).
+func QueuedByFunction(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (map[string]int64, error) {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
 	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer conn.Close()
 	deadline := time.Now().Add(30 * time.Second)
@@ -31,22 +43,21 @@ func QueuedJobsVia(ctx context.Context, dial func(ctx context.Context, network, 
 	}
 	_ = conn.SetDeadline(deadline)
 	if _, err := conn.Write([]byte("status\n")); err != nil {
-		return 0, err
+		return nil, err
 	}
 	r := bufio.NewReader(conn)
 	var text strings.Builder
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
-			return 0, fmt.Errorf("status: %w after %q", err, text.String())
+			return nil, fmt.Errorf("status: %w after %q", err, text.String())
 		}
 		if line == ".\n" {
 			break
 		}
 		text.WriteString(line)
 	}
-	st, err := parseAdminStatus(text.String())
-	return st[function], err
+	return parseAdminStatus(text.String())
 }
 
 // parseAdminStatus parses the lines of "status", function TAB total TAB

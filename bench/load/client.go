@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +43,11 @@ func recordLatency(h *hdrhistogram.Histogram, d time.Duration) {
 // client (SUBMIT_JOB_BG) counts a job when its JOB_CREATED arrives, which is
 // when the server has queued it, and measures submit to JOB_CREATED.
 type Client struct {
-	Addr       string
-	Function   string
+	Addr     string
+	Function string
+	// Functions, when set, are submitted to in turn instead of Function,
+	// from the first.
+	Functions  []string
 	Payload    []byte
 	InFlight   int
 	Background bool
@@ -50,6 +55,11 @@ type Client struct {
 	// UUID in text as libgearman sends with every job, different for every
 	// job; or 0, none.
 	Unique int
+	// Tag, when set instead, makes every job a unique one the drain can
+	// check off: the n-th submit's unique is Tag-n (from 1), its payload
+	// starts with it and a space (UniqueOf, TagSeq), and the result lists
+	// the n of each one acknowledged (background only). Tag has no space.
+	Tag string
 	// Pool, when set, bounds the jobs in the server: each submit takes a
 	// token first, which the worker that gets the job gives back
 	// (Worker.Pool). It is for background jobs, which leave the client
@@ -65,6 +75,8 @@ type ClientResult struct {
 	Failed    int64 // WORK_FAIL or WORK_EXCEPTION (foreground only)
 	Abandoned int64 // outstanding when the grace period ran out or ctx ended
 	Latency   *hdrhistogram.Histogram
+	// AckedSeqs are the numbers of the jobs acknowledged, with a Tag.
+	AckedSeqs []uint64
 }
 
 // runningJob is a foreground job the server has acknowledged.
@@ -95,6 +107,7 @@ type clientConn struct {
 	// Submit times of jobs waiting for JOB_CREATED, a ring, oldest first:
 	// the server answers a connection's submits in order.
 	awaitingCreated         []time.Time
+	awaitingSeq             []uint64 // with Tag: the jobs' numbers, the same ring
 	createdHead, createdLen int
 	// Foreground jobs waiting for WORK_COMPLETE. Searched linearly: InFlight
 	// is small and this way a lookup neither hashes nor allocates.
@@ -104,6 +117,10 @@ type clientConn struct {
 	submitting  bool
 	token       bool      // a Pool token taken for the next submit
 	uniques     *uuidText // nil: submits carry no unique
+	functions   [][]byte  // Functions, or Function
+	nextFunc    int
+	seq         uint64 // with Tag: jobs submitted
+	tagged      []byte // with Tag: the unique, then the payload, reused
 }
 
 // Run connects and submits until the phase ends or its budget is spent,
@@ -114,6 +131,9 @@ func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
 	}
 	if c.Unique != 0 && c.Unique != UUIDLen {
 		return ClientResult{}, fmt.Errorf("client: Unique %d: want %d (a UUID) or 0", c.Unique, UUIDLen)
+	}
+	if c.Tag != "" && (c.Unique != 0 || !c.Background || strings.Contains(c.Tag, " ")) {
+		return ClientResult{}, fmt.Errorf("client: Tag %q: for background jobs with no other unique, and without a space", c.Tag)
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", c.Addr)
@@ -139,6 +159,16 @@ func (c *Client) Run(ctx context.Context, ph *Phase) (ClientResult, error) {
 	}
 	if c.Unique != 0 {
 		cc.uniques = newUUIDText()
+	}
+	if c.Tag != "" {
+		cc.awaitingSeq = make([]uint64, c.InFlight)
+	}
+	cc.functions = [][]byte{[]byte(c.Function)}
+	if len(c.Functions) > 0 {
+		cc.functions = cc.functions[:0]
+		for _, f := range c.Functions {
+			cc.functions = append(cc.functions, []byte(f))
+		}
 	}
 	stop := context.AfterFunc(ctx, func() {
 		cc.cancelled.Store(true)
@@ -231,13 +261,22 @@ func (cc *clientConn) fill(now time.Time) error {
 		}
 		cc.token = false
 		var unique []byte
+		payload := cc.Payload
 		if cc.uniques != nil {
 			unique = cc.uniques.next()
 		}
-		if err := writePacket(cc.w, cc.submitType, []byte(cc.Function), unique, cc.Payload); err != nil {
+		slot := (cc.createdHead + cc.createdLen) % len(cc.awaitingCreated)
+		if cc.Tag != "" {
+			cc.seq++
+			cc.awaitingSeq[slot] = cc.seq
+			unique, payload = cc.tag()
+		}
+		function := cc.functions[cc.nextFunc]
+		cc.nextFunc = (cc.nextFunc + 1) % len(cc.functions)
+		if err := writePacket(cc.w, cc.submitType, function, unique, payload); err != nil {
 			return err
 		}
-		cc.awaitingCreated[(cc.createdHead+cc.createdLen)%len(cc.awaitingCreated)] = now
+		cc.awaitingCreated[slot] = now
 		cc.createdLen++
 		cc.outstanding++
 		cc.res.Submitted++
@@ -282,6 +321,9 @@ func (cc *clientConn) handle(typ uint32, body []byte, now time.Time) error {
 			return fmt.Errorf("client: JOB_CREATED %q with no submit outstanding", body)
 		}
 		submitted := cc.awaitingCreated[cc.createdHead]
+		if cc.Tag != "" {
+			cc.res.AckedSeqs = append(cc.res.AckedSeqs, cc.awaitingSeq[cc.createdHead])
+		}
 		cc.createdHead = (cc.createdHead + 1) % len(cc.awaitingCreated)
 		cc.createdLen--
 		if cc.Background {
@@ -332,6 +374,25 @@ func (cc *clientConn) finish(submitted, at time.Time, failed bool) {
 		cc.res.Measured++
 		recordLatency(cc.res.Latency, at.Sub(submitted))
 	}
+}
+
+// tag returns the unique of job cc.seq, Tag-seq, and its payload: the
+// unique, a space, and the rest of Payload after as many bytes, so that
+// the payload's size stays Payload's (or the unique's and a byte, if
+// larger). Both are slices of one buffer, reused by the next submit.
+func (cc *clientConn) tag() (unique, payload []byte) {
+	cc.tagged = tagged(cc.tagged[:0], cc.Tag, cc.seq, cc.Payload)
+	return cc.tagged[:bytes.IndexByte(cc.tagged, ' ')], cc.tagged
+}
+
+// TagSeq parses a unique a Client with a Tag made, Tag-n: the tag and n.
+func TagSeq(unique string) (tag string, n uint64, ok bool) {
+	i := strings.LastIndexByte(unique, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(unique[i+1:], 10, 64)
+	return unique[:i], n, err == nil
 }
 
 func findRunning(jobs []runningJob, handle []byte) int {

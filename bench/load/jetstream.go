@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,17 +20,27 @@ import (
 // stream's leader has it stored on a majority of its replicas, and its
 // latency is publish to ack.
 type JetStreamPublisher struct {
-	URL      string
-	Subject  string
+	URL     string
+	Subject string
+	// Subjects, when set, are published to in turn instead of Subject,
+	// from the first.
+	Subjects []string
 	Payload  []byte
 	InFlight int
+	// Tag, when set, makes every message one the drain can check off,
+	// as a Client's Tag does its jobs: the n-th message's data starts
+	// with Tag-n and a space, and the result lists the n of each one
+	// acknowledged.
+	Tag string
 }
 
 // jsSlot is one of a publisher's InFlight messages: the message nats.go
-// hands back with its ack, and when it was published.
+// hands back with its ack, when it was published and, with a Tag, its
+// number.
 type jsSlot struct {
 	msg  *nats.Msg
 	sent time.Time
+	seq  uint64
 }
 
 // Run connects and publishes until the phase ends or its budget is spent,
@@ -51,8 +63,15 @@ func (p *JetStreamPublisher) Run(ctx context.Context, ph *Phase) (ClientResult, 
 	free := make(chan int, p.InFlight)
 	for i := range slots {
 		slots[i].msg = &nats.Msg{Subject: p.Subject, Data: p.Payload}
+		if p.Tag != "" { // data of its own, written at each publish
+			slots[i].msg.Data = make([]byte, 0, len(p.Payload)+len(p.Tag)+21)
+		}
 		index[slots[i].msg] = i
 		free <- i
+	}
+	subjects := p.Subjects
+	if len(subjects) == 0 {
+		subjects = []string{p.Subject}
 	}
 	var mu sync.Mutex // guards res and firstErr against the handlers
 	var firstErr error
@@ -70,6 +89,9 @@ func (p *JetStreamPublisher) Run(ctx context.Context, ph *Phase) (ClientResult, 
 			}
 		} else {
 			res.Finished++
+			if p.Tag != "" {
+				res.AckedSeqs = append(res.AckedSeqs, slots[i].seq)
+			}
 			ph.Progress.Add(1)
 			if ph.measured(now) {
 				res.Measured++
@@ -109,8 +131,16 @@ publishing:
 			free <- i
 			break
 		}
+		// The slot's message is this loop's until its ack or error
+		// hands it back: its subject and data can be written over.
+		m := slots[i].msg
+		m.Subject = subjects[published%len(subjects)]
+		if p.Tag != "" {
+			slots[i].seq = uint64(published) + 1
+			m.Data = tagged(m.Data[:0], p.Tag, slots[i].seq, p.Payload)
+		}
 		slots[i].sent = time.Now()
-		if _, err := js.PublishMsgAsync(slots[i].msg); err != nil {
+		if _, err := js.PublishMsgAsync(m); err != nil {
 			return p.result(&res, &mu, published), fmt.Errorf("jetstream: publish: %w", err)
 		}
 		published++
@@ -139,6 +169,14 @@ waiting:
 	return out, nil
 }
 
+// tagged appends to dst a message's data with a Tag: Tag-n, a space and
+// the rest of payload after as many bytes (Client.tag's layout).
+func tagged(dst []byte, tag string, n uint64, payload []byte) []byte {
+	dst = strconv.AppendUint(append(append(dst, tag...), '-'), n, 10)
+	dst = append(dst, ' ')
+	return append(dst, payload[min(len(dst), len(payload)):]...)
+}
+
 // result is a copy of res, taken under mu, with what was published and
 // what is still waiting for its ack.
 func (p *JetStreamPublisher) result(res *ClientResult, mu *sync.Mutex, published int) ClientResult {
@@ -157,6 +195,19 @@ func (p *JetStreamPublisher) result(res *ClientResult, mu *sync.Mutex, published
 // stream has a leader and every replica, for at most timeout in all; it
 // returns the name of the server that leads the stream.
 func CreateStream(ctx context.Context, url, name string, subjects []string, replicas int, timeout time.Duration) (leader string, err error) {
+	return createStream(ctx, url, jetstream.StreamConfig{Name: name, Subjects: subjects, Replicas: replicas, Storage: jetstream.FileStorage}, timeout)
+}
+
+// CreateWorkQueue is CreateStream for a stream with work-queue retention:
+// a message goes once a consumer acknowledges it, as a job goes once
+// done.
+func CreateWorkQueue(ctx context.Context, url, name string, subjects []string, replicas int, timeout time.Duration) (leader string, err error) {
+	return createStream(ctx, url, jetstream.StreamConfig{Name: name, Subjects: subjects, Replicas: replicas, Storage: jetstream.FileStorage,
+		Retention: jetstream.WorkQueuePolicy}, timeout)
+}
+
+func createStream(ctx context.Context, url string, cfg jetstream.StreamConfig, timeout time.Duration) (leader string, err error) {
+	name, replicas := cfg.Name, cfg.Replicas
 	nc, err := nats.Connect(url, nats.NoReconnect(), nats.Name("switchyard-bench"))
 	if err != nil {
 		return "", err
@@ -168,7 +219,6 @@ func CreateStream(ctx context.Context, url, name string, subjects []string, repl
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cfg := jetstream.StreamConfig{Name: name, Subjects: subjects, Replicas: replicas, Storage: jetstream.FileStorage}
 	created := false
 	tick := time.NewTicker(100 * time.Millisecond) // polling a forming cluster
 	defer tick.Stop()
@@ -239,4 +289,105 @@ func StreamMessages(ctx context.Context, url, name string) (uint64, error) {
 		return 0, err
 	}
 	return info.State.Msgs, nil
+}
+
+// CreateConsumer makes a durable pull consumer named durable on stream,
+// each message acknowledged one by one and redelivered only if not
+// acknowledged within ackWait: the queue every JetStreamConsumer of that
+// name shares.
+func CreateConsumer(ctx context.Context, url, stream, durable string, ackWait time.Duration) error {
+	nc, err := nats.Connect(url, nats.NoReconnect(), nats.Name("switchyard-bench"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	_, err = js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait})
+	if err != nil {
+		return fmt.Errorf("jetstream: consumer %s on %s: %w", durable, stream, err)
+	}
+	return nil
+}
+
+// JetStreamConsumer takes the messages of Streams through one connection
+// of its own, from the durable pull consumer Durable of each
+// (CreateConsumer), and acknowledges each one, until its context ends:
+// the peer of a Worker draining a queue. As a worker's WORK_COMPLETE, an
+// acknowledgement is sent and not waited for.
+type JetStreamConsumer struct {
+	URL     string
+	Streams []string
+	Durable string
+	// Batch is how many messages each stream's pull asks for at once; 0
+	// is nats.go's default.
+	Batch int
+	// Jobs, when set, is counted down once per message.
+	Jobs *Countdown
+	// Seen, when set, is called with each message's data (valid during
+	// the call only), from a goroutine per stream.
+	Seen func(data []byte)
+}
+
+// Run connects and consumes until ctx is done. Once it is, what did not
+// start is no failure: a drain may end before its last consumer has
+// begun.
+func (c *JetStreamConsumer) Run(ctx context.Context) (WorkerResult, error) {
+	res, err := c.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		err = nil
+	}
+	return res, err
+}
+
+func (c *JetStreamConsumer) run(ctx context.Context) (WorkerResult, error) {
+	nc, err := nats.Connect(c.URL, nats.NoReconnect(), nats.Name("switchyard-bench"))
+	if err != nil {
+		return WorkerResult{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return WorkerResult{}, err
+	}
+	var done atomic.Int64
+	var opts []jetstream.PullConsumeOpt
+	if c.Batch > 0 {
+		opts = append(opts, jetstream.PullMaxMessages(c.Batch))
+	}
+	var consuming []jetstream.ConsumeContext
+	defer func() {
+		for _, cc := range consuming {
+			cc.Stop()
+		}
+	}()
+	for _, stream := range c.Streams {
+		cons, err := js.Consumer(ctx, stream, c.Durable)
+		if err != nil {
+			return WorkerResult{}, fmt.Errorf("jetstream: consumer %s on %s: %w", c.Durable, stream, err)
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			if c.Seen != nil {
+				c.Seen(m.Data())
+			}
+			if m.Ack() == nil {
+				done.Add(1)
+				c.Jobs.Dec()
+			}
+		}, opts...)
+		if err != nil {
+			return WorkerResult{}, fmt.Errorf("jetstream: consuming %s: %w", stream, err)
+		}
+		consuming = append(consuming, cc)
+	}
+	<-ctx.Done()
+	for _, cc := range consuming {
+		cc.Stop()
+	}
+	consuming = nil
+	// The last acknowledgements leave before the connection closes.
+	flushErr := nc.FlushTimeout(5 * time.Second)
+	return WorkerResult{Jobs: done.Load()}, flushErr
 }

@@ -274,3 +274,102 @@ func TestBackgroundClientWaitsForPoolTokens(t *testing.T) {
 		<-submits
 	})
 }
+
+// TestClientTagsJobsInTurn: a client with Functions and a Tag submits to
+// the functions in turn, every job with a unique of its own, Tag-n, at
+// the start of a payload of the size asked, and lists the n of each job
+// acknowledged.
+func TestClientTagsJobsInTurn(t *testing.T) {
+	type submit struct{ function, unique, payload string }
+	var mu sync.Mutex
+	var got []submit
+	addr := startFake(t, requestArgc, func(w *bufio.Writer, typ uint32, args [][]byte) {
+		if typ != typeSubmitJobBg {
+			t.Errorf("client sent packet type %d", typ)
+			return
+		}
+		mu.Lock()
+		got = append(got, submit{string(args[0]), string(args[1]), string(args[2])})
+		n := len(got)
+		mu.Unlock()
+		writeRes(w, typeJobCreated, fmt.Sprintf("H:fake:%d", n))
+	})
+	payload := make([]byte, 64)
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	functions := []string{"f1", "f2", "f3"}
+	c := &Client{Addr: addr, Functions: functions, Payload: payload, InFlight: 4, Background: true, Tag: "n2-c7"}
+	res, err := c.Run(context.Background(), &Phase{Start: time.Now(), Budget: NewBudget(25), Grace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Finished != 25 || len(res.AckedSeqs) != 25 || len(got) != 25 {
+		t.Fatalf("%d finished, %d acked seqs, %d submits", res.Finished, len(res.AckedSeqs), len(got))
+	}
+	for i, s := range got {
+		n := uint64(i + 1)
+		unique := fmt.Sprintf("n2-c7-%d", n)
+		if s.function != functions[i%3] || s.unique != unique || len(s.payload) != 64 ||
+			s.payload[:len(unique)+1] != unique+" " || UniqueOf([]byte(s.payload)) != unique {
+			t.Errorf("submit %d: %+v", n, s)
+		}
+		if tag, seq, ok := TagSeq(s.unique); !ok || tag != "n2-c7" || seq != n {
+			t.Errorf("TagSeq(%q) = %q, %d, %v", s.unique, tag, seq, ok)
+		}
+		if res.AckedSeqs[i] != n {
+			t.Errorf("acked seq %d is %d", i, res.AckedSeqs[i])
+		}
+	}
+	for _, bad := range []*Client{
+		{Addr: addr, Function: "f", InFlight: 1, Background: true, Tag: "a b"},
+		{Addr: addr, Function: "f", InFlight: 1, Background: false, Tag: "a"},
+		{Addr: addr, Function: "f", InFlight: 1, Background: true, Tag: "a", Unique: UUIDLen},
+	} {
+		if _, err := bad.Run(context.Background(), &Phase{Start: time.Now(), Budget: NewBudget(1)}); err == nil {
+			t.Errorf("%+v ran", bad)
+		}
+	}
+	if _, _, ok := TagSeq("nodash"); ok {
+		t.Error("TagSeq parsed a unique without a number")
+	}
+}
+
+// TestWorkerOfSeveralFunctions: a worker with Functions says CAN_DO for
+// each before it grabs.
+func TestWorkerOfSeveralFunctions(t *testing.T) {
+	var mu sync.Mutex
+	var cando []string
+	grabbed := make(chan struct{})
+	var once sync.Once
+	addr := startFake(t, requestArgc, func(w *bufio.Writer, typ uint32, args [][]byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch typ {
+		case typeCanDo:
+			cando = append(cando, string(args[0]))
+		case typeGrabJob:
+			writeRes(w, typeNoJob)
+			once.Do(func() { close(grabbed) })
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wk := &Worker{Addr: addr, Functions: []string{"a", "b", "c"}, Grab: 1}
+	finished := make(chan error)
+	go func() { _, err := wk.Run(ctx); finished <- err }()
+	select {
+	case <-grabbed:
+	case <-ctx.Done():
+		t.Fatal("no GRAB_JOB")
+	}
+	cancel()
+	if err := <-finished; err != nil {
+		t.Error(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(cando) != "[a b c]" {
+		t.Errorf("CAN_DO %q", cando)
+	}
+}

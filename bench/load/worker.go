@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// Worker serves one function on one connection until its context ends.
+// Worker serves one function, or several, on one connection until its
+// context ends.
 //
 // With Grab 1 it behaves like a libgearman worker: GRAB_JOB; on JOB_ASSIGN
 // it answers WORK_COMPLETE and grabs again; on NO_JOB it sends PRE_SLEEP and
@@ -19,7 +20,9 @@ import (
 type Worker struct {
 	Addr     string
 	Function string
-	Grab     int
+	// Functions, when set, are served instead of Function: a CAN_DO each.
+	Functions []string
+	Grab      int
 	// Result is the WORK_COMPLETE payload; nil echoes the job's payload.
 	Result []byte
 	// Jobs, when set, is counted down once per job done.
@@ -72,8 +75,14 @@ func (wk *Worker) loop(conn net.Conn) (WorkerResult, error) {
 	grab := max(wk.Grab, 1)
 	r := newPacketReader(conn, 64<<10)
 	w := bufio.NewWriterSize(conn, 64<<10)
-	if err := writePacket(w, typeCanDo, []byte(wk.Function)); err != nil {
-		return res, err
+	functions := wk.Functions
+	if len(functions) == 0 {
+		functions = []string{wk.Function}
+	}
+	for _, f := range functions {
+		if err := writePacket(w, typeCanDo, []byte(f)); err != nil {
+			return res, err
+		}
 	}
 	grabbing := 0 // GRAB_JOBs sent and not answered
 	sendGrabs := func(n int) error {

@@ -107,6 +107,9 @@ type Run struct {
 	// Curve is a latency–throughput curve (fg-curve): one step per
 	// offered rate, from well under saturation to past it.
 	Curve []Step `json:"curve,omitempty"`
+	// Nodes are the server processes of a run that gives each a CPU
+	// budget (cluster-scale), each with what it got of the machine.
+	Nodes []Node `json:"nodes,omitempty"`
 
 	// Extra holds scenario-specific figures, e.g. "drain_jobs_per_s".
 	Extra map[string]float64 `json:"extra,omitempty"`

@@ -181,6 +181,14 @@ func Markdown(s *Series) string {
 		fmt.Fprintf(&b, "Over the %d rounds, median (lowest-highest); each ratio to gearmand pairs the runs of one round:\n\n%s\nEvery run:\n\n", latest.Rounds(), ranges)
 	}
 	b.WriteString(latest.Markdown())
+	if nodes := latest.NodesMarkdown(); nodes != "" {
+		b.WriteString("\nEach server process of the scenarios that give every one a CPU quota of its own (`cluster-scale`): " +
+			"the CPUs it used of its quota over the measured time, `*` when it used under 85% of it while the machine had less than " +
+			"a quota idle (the machine, not the quota, may have set its pace), the share of its quota's periods it was throttled in, " +
+			"and its CPU per job; `x single` is jobs/s over the same round's one durable server's, `x single, same load` over that " +
+			"server's with as many clients as the run's nodes had, `x 3 nodes` over the three nodes' of the same kind:\n\n")
+		b.WriteString(nodes)
+	}
 	b.WriteString("\nLatency is submit to WORK_COMPLETE for the foreground scenarios and submit to JOB_CREATED for " +
 		"`bg` and `queue-1m`, whose jobs/s is the submit rate. Likewise `periodic-submit` and `periodic-delayed-1m` " +
 		"time submit to SUCCESS and give the submit rate; `periodic-run` times submit to JOB_ASSIGN and counts jobs " +

@@ -142,3 +142,21 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownNodes: a latest run whose runs have nodes (cluster-scale)
+// gets their table, each node's CPU of its quota and a short one marked.
+func TestMarkdownNodes(t *testing.T) {
+	rec := &record.Record{Runs: []record.Run{{Scenario: "cluster-scale", Server: "switchyard-cluster-3", Round: 1, JobsPerSec: 30000,
+		Extra: map[string]float64{"vs_single_x": 0.75, "drain_jobs_per_s": 20000, "machine_idle_cpus": 0.1, "short_nodes": 1},
+		Nodes: []record.Node{{Name: "n1", Role: "leader", Quota: 0.3, CPUs: 0.3, Throttled: 0.9}, {Name: "n2", Role: "follower", Quota: 0.3, CPUs: 0.15, Short: true}}}}}
+	md := Markdown(Collect([]*record.Record{rec}))
+	for _, want := range []string{"Each server process of the scenarios that give every one a CPU quota", "| cluster-scale | switchyard-cluster-3 | 1 | 30.0k | 0.75x |",
+		"n1 leader 0.30/0.30 thr 90%; n2 follower 0.15/0.30*"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("README lacks %q:\n%s", want, md)
+		}
+	}
+	if md := Markdown(loadFixtures(t)); strings.Contains(md, "CPU quota of its own") {
+		t.Errorf("README of runs without nodes has a table of nodes:\n%s", md)
+	}
+}

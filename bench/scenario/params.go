@@ -26,13 +26,19 @@ type Params struct {
 	Hold     time.Duration // how long a cut lasts
 	Rate     int           // offered jobs/s of an open-loop scenario (a curve's first step)
 	Unique   int           // bytes of the unique each job carries: 36, a UUID's text as libgearman sends, or 0
+	// CPU is the CPUs each server process may use (a cgroup's quota), 0
+	// for no quota (cluster-scale).
+	CPU       float64
+	Functions int // functions the jobs are spread over, in turn
+	Groups    int // Raft groups a cluster is started with (--cluster-groups), once the binary takes the flag; 0: four a node
 }
 
 // Param describes one field of Params for flags and records.
 type Param struct {
 	Name  string
 	Usage string
-	// Field returns a pointer to the field: *int or *time.Duration.
+	// Field returns a pointer to the field: *int, *time.Duration or
+	// *float64.
 	Field func(*Params) any
 }
 
@@ -56,6 +62,9 @@ var AllParams = []Param{
 	{"unique", "bytes of the unique each job carries: 36, a UUID in text, a different one for every job, as libgearman sends with every job; 0 for none", func(p *Params) any { return &p.Unique }},
 	{"cuts", "leaders cut off from the other nodes (the clients still reach them), one a round", func(p *Params) any { return &p.Cuts }},
 	{"hold", "how long a cut lasts, from the cut to the heal", func(p *Params) any { return &p.Hold }},
+	{"cpu", "CPUs each server process may use, a CPU cgroup's quota each (needs root); 0 for none", func(p *Params) any { return &p.CPU }},
+	{"functions", "functions (JetStream: streams) the jobs are spread over, each client submitting to them in turn", func(p *Params) any { return &p.Functions }},
+	{"groups", "Raft groups each cluster is started with (--cluster-groups N), when the binary takes the flag; 0: four a node (12 at three nodes, 20 at five)", func(p *Params) any { return &p.Groups }},
 }
 
 // LookupParam finds a Param by name.
@@ -79,6 +88,8 @@ func CopyParam(name string, dst, src *Params) {
 		*d = *p.Field(src).(*int)
 	case *time.Duration:
 		*d = *p.Field(src).(*time.Duration)
+	case *float64:
+		*d = *p.Field(src).(*float64)
 	}
 }
 
@@ -98,6 +109,8 @@ func deref(ptr any) any {
 	case *int:
 		return *v
 	case *time.Duration:
+		return *v
+	case *float64:
 		return *v
 	}
 	return ptr

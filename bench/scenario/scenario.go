@@ -115,6 +115,24 @@ type Scenario struct {
 	// runPaired, set instead of run, runs the scenario on several servers
 	// at once, a step on each in turn (RunPaired).
 	runPaired func(ctx context.Context, ts []Target, p Params, outs []*record.Run) []error
+	// runFleet, set instead of run, starts the servers it sets side by
+	// side itself, one after the other (RunFleet).
+	runFleet func(ctx context.Context, f Fleet, p Params) []record.Run
+}
+
+// StartsOwn reports whether the scenario starts its own servers, a fleet
+// of configurations side by side (RunFleet), rather than running on the
+// servers it is given.
+func (s *Scenario) StartsOwn() bool { return s.runFleet != nil }
+
+// RunFleet runs a scenario that starts its own servers: one record per
+// configuration, each with its server's name (Round left for the caller).
+func (s *Scenario) RunFleet(ctx context.Context, f Fleet, p Params) []record.Run {
+	runs := s.runFleet(ctx, f, p)
+	for i := range runs {
+		runs[i].Scenario, runs[i].Params = s.Name, p.Strings(s.Uses)
+	}
+	return runs
 }
 
 // Paired reports whether the scenario runs on every server at once
@@ -138,6 +156,9 @@ const (
 func (s *Scenario) Run(ctx context.Context, t Target, p Params) record.Run {
 	if s.runPaired != nil {
 		return s.RunPaired(ctx, []Target{t}, p)[0]
+	}
+	if s.runFleet != nil {
+		return record.Run{Scenario: s.Name, Params: p.Strings(s.Uses), Error: s.Name + " starts its own servers (RunFleet)"}
 	}
 	out := record.Run{Scenario: s.Name, Params: p.Strings(s.Uses)}
 	m := meter(t)
@@ -209,7 +230,7 @@ var All = []*Scenario{ceilingRoundTrips, ceilingSync, fg, fgSync, fgMany, bg, qu
 	fgRate, fgCurve,
 	httpFg, httpBg, httpRate,
 	periodicSubmit, periodicRun, periodicDue, periodicDelayed1M, periodicRate, controllerRun, controllerPulses, dworkWide, dworkChain, memodbRun, memodbRate, mixed, bgDurable, queue1MDurable,
-	clusterBg, clusterBgTLS, clusterBgFollower, clusterFailover, clusterFailoverCut}
+	clusterBg, clusterBgTLS, clusterBgFollower, clusterFailover, clusterFailoverCut, clusterScale}
 
 // Lookup finds scenarios by name, in the order given.
 func Lookup(names []string) ([]*Scenario, error) {

@@ -21,9 +21,11 @@ import (
 
 func TestScenarioNamesAreTheIssues(t *testing.T) {
 	want := []string{"fg", "fg-sync", "fg-many", "bg", "queue-1m", "payload-1m", "conns-10k", "fg-rate", "fg-curve", "bg-durable", "queue-1m-durable"}
-	var gearman, echo, periodic, controller, dworks, memodb, https, mixes, clusters []string
+	var gearman, echo, periodic, controller, dworks, memodb, https, mixes, clusters, fleets []string
 	for _, s := range All {
 		switch {
+		case s.StartsOwn():
+			fleets = append(fleets, s.Name)
 		case s.Cluster:
 			clusters = append(clusters, s.Name)
 		case s.Mixed:
@@ -71,6 +73,9 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 	if want := []string{"cluster-bg", "cluster-bg-tls", "cluster-bg-follower", "cluster-failover", "cluster-failover-cut"}; !reflect.DeepEqual(clusters, want) {
 		t.Errorf("cluster scenarios %q, want %q", clusters, want)
 	}
+	if want := []string{"cluster-scale"}; !reflect.DeepEqual(fleets, want) {
+		t.Errorf("scenarios that start their own servers %q, want %q", fleets, want)
+	}
 	// Only the cut needs network namespaces (and root).
 	for _, s := range All {
 		if s.Netns != (s.Name == "cluster-failover-cut") {
@@ -115,7 +120,7 @@ func TestScenarioNamesAreTheIssues(t *testing.T) {
 				t.Errorf("%s: ceiling %q is no echo scenario", s.Name, s.Ceiling)
 			}
 		}
-		if want := !s.Echo && !s.HTTP && !s.Cluster && !slices.Contains(gearman, s.Name); s.SwitchyardOnly() != want {
+		if want := !s.Echo && !s.HTTP && !s.Cluster && !s.StartsOwn() && !slices.Contains(gearman, s.Name); s.SwitchyardOnly() != want {
 			t.Errorf("%s: SwitchyardOnly %v, want %v", s.Name, s.SwitchyardOnly(), want)
 		}
 	}
@@ -137,13 +142,13 @@ func TestScenarioParams(t *testing.T) {
 				t.Errorf("quick %+v is heavier than full %+v", s.Quick, s.Full)
 			}
 			kinds := 0
-			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP, s.Mixed, s.Cluster} {
+			for _, k := range []bool{s.Echo, s.Periodic, s.Controller, s.Dwork, s.Memodb, s.HTTP, s.Mixed, s.Cluster, s.StartsOwn()} {
 				if k {
 					kinds++
 				}
 			}
 			if kinds > 1 {
-				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP, mixed, cluster")
+				t.Error("of more than one kind: echo, Periodic, controller, dwork, MemoDB, HTTP, mixed, cluster, its own servers")
 			}
 		})
 	}

@@ -49,6 +49,9 @@ func schedule(scenarios []*scenario.Scenario, rounds int, interleave bool) []ste
 // others on switchyard, and on gearmand unless they speak a protocol it
 // has not.
 func runsOn(sc *scenario.Scenario, server string) bool {
+	if sc.StartsOwn() {
+		return false // RunFleet
+	}
 	switch server {
 	case echoServer:
 		return sc.Echo

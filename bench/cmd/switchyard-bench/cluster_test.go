@@ -32,6 +32,7 @@ func TestRunsOn(t *testing.T) {
 		{"cluster-bg", []string{clusterServer, jetstreamServer}},
 		{"cluster-bg-follower", []string{clusterServer, jetstreamServer}},
 		{"cluster-failover", []string{clusterServer}},
+		{"cluster-scale", nil}, // its own servers
 	}
 	for _, tt := range tests {
 		sc := lookup(t, tt.scenario)[0]

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"switchyard/bench/ceiling"
+	"switchyard/bench/cgroup"
 	"switchyard/bench/harness"
 	"switchyard/bench/netns"
 	"switchyard/bench/record"
@@ -61,6 +63,7 @@ type options struct {
 	natsServer      string
 	clusterMetrics  bool
 	netnsPrefix     string
+	cgroupPrefix    string
 	interleave      bool
 	echoServer      bool
 	version         bool
@@ -111,6 +114,16 @@ func run() error {
 			return s.Netns
 		})
 	}
+	scenarios = slices.DeleteFunc(scenarios, func(s *scenario.Scenario) bool {
+		why := ""
+		if s.StartsOwn() {
+			why = fleetRunnable(s, *opts.params[s.Name])
+		}
+		if why != "" {
+			fmt.Fprintf(os.Stderr, "bench: %s skipped: %s\n", s.Name, why)
+		}
+		return why != ""
+	})
 	fdLimit, err := raiseFileLimit()
 	if err != nil {
 		return fmt.Errorf("raising the open file limit: %w", err)
@@ -130,11 +143,23 @@ func run() error {
 		servers = append(servers, clusterConfigs(opts, fdLimit, scenarios)...)
 	}
 	var serverLog *os.File
+	var fleetLog io.Writer // the fleet's servers' output, once serverLog is open
 	if opts.serverLog != "" {
 		if serverLog, err = os.Create(opts.serverLog); err != nil {
 			return err
 		}
 		defer serverLog.Close()
+		fleetLog = serverLog
+	}
+	note := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+	var fleet scenario.Fleet
+	var fleetServers []record.Server
+	if slices.ContainsFunc(scenarios, (*scenario.Scenario).StartsOwn) {
+		fleet, fleetServers = fleetFor(opts, servers[0], fdLimit, &fleetLog, note)
+		if cgroup.Available() == nil {
+			sweepCgroups(opts.cgroupPrefix, note)
+		}
+		note("%s takes --cluster-groups: %v", opts.switchyard, fleet.Groups)
 	}
 
 	if opts.cpuProfile != "" {
@@ -164,13 +189,27 @@ func run() error {
 	for _, s := range servers {
 		rec.Servers = append(rec.Servers, s.record)
 	}
+	rec.Servers = append(rec.Servers, fleetServers...)
 	fmt.Fprintf(os.Stderr, "bench: %d CPUs (%s), load average %.2f, commit %s, servers: %s\n",
 		rec.Machine.NumCPU, rec.Machine.CPUModel, rec.LoadAvg[0], rec.Commit, serverNames(servers))
 
-	note := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 	for _, step := range schedule(scenarios, opts.rounds, opts.interleave) {
 		sc, round := step.sc, step.round
 		params := *opts.params[sc.Name]
+		if sc.StartsOwn() {
+			if ctx.Err() != nil {
+				return errors.New("interrupted; no record written")
+			}
+			if serverLog != nil {
+				fmt.Fprintf(serverLog, "=== %s round %d, its own servers\n", sc.Name, round)
+			}
+			for _, run := range sc.RunFleet(ctx, fleet, params) {
+				run.Round = round
+				rec.Runs = append(rec.Runs, run)
+				printRun(run)
+			}
+			continue
+		}
 		if sc.Paired() {
 			var specs []serverSpec
 			for _, s := range servers {
@@ -253,6 +292,9 @@ func run() error {
 	}
 	if pooled := rec.PooledMarkdown(); pooled != "" {
 		fmt.Printf("\nThe curves' steps, each rate's rounds pooled:\n\n%s", pooled)
+	}
+	if nodes := rec.NodesMarkdown(); nodes != "" {
+		fmt.Printf("\nEach server process under its CPU quota (* got under 85%% of its quota while the machine had less than a quota idle):\n\n%s", nodes)
 	}
 	if ranges := rec.RangesMarkdown(); ranges != "" {
 		fmt.Printf("\nOver the %d rounds, median (lowest-highest):\n\n%s", rec.Rounds(), ranges)
@@ -623,6 +665,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&opts.gearmandThreads, "gearmand-threads", 4, "gearmand -t (I/O threads); 4 is its default")
 	fs.StringVar(&opts.natsServer, "nats-server", defaultNATSServer, `nats-server binary for the cluster scenarios' JetStream peer; "none" to skip (the default is skipped when not installed)`)
 	fs.BoolVar(&opts.clusterMetrics, "cluster-metrics", false, "turn each cluster node's metrics listener on (127.0.0.1:0, in its listening log line) for pprof at /debug/pprof/; it turns the scheduler's latency histograms on too, which no scenario measures otherwise")
+	fs.StringVar(&opts.cgroupPrefix, "cgroup-prefix", "syb", "the start of the names of the CPU cgroups of the scenarios that give each server process a quota (a few letters; the pid follows)")
 	fs.StringVar(&opts.netnsPrefix, "netns-prefix", "syb", "the start of the names of the network namespaces, bridge and veths of the scenarios that cut nodes off (a few letters; the pid follows)")
 	fs.BoolVar(&opts.interleave, "interleave", false, "run round 1 of every scenario, then round 2 of every one, ...: runs set against each other across scenarios (cluster-bg and bg-durable) share the same minutes")
 	fs.StringVar(&opts.out, "out", "bench/results", `directory for the JSON record; "" to write none`)
@@ -642,6 +685,8 @@ func parseFlags(args []string) (*options, error) {
 				fs.IntVar(v, flagName, *v, def.Usage)
 			case *time.Duration:
 				fs.DurationVar(v, flagName, *v, def.Usage)
+			case *float64:
+				fs.Float64Var(v, flagName, *v, def.Usage)
 			}
 		}
 	}
