@@ -46,6 +46,13 @@ type ClusterConfig struct {
 	// cluster's clients (Dial) in one more: Cut and Heal then cut a node
 	// off from the others while clients still reach it.
 	Net *netns.Net
+	// RaftPort, with Net, is the port every node's Raft listens on at its
+	// own address, as on hosts of their own: a node restarted comes back
+	// where the others know it, so a cluster whose every node was down
+	// starts again by itself (Start). The namespace is the node's alone,
+	// so nothing else can hold the port. 0: a port the kernel picks, a
+	// new one at each restart, which the leader is told (Restart).
+	RaftPort int
 }
 
 // Cluster is a switchyard cluster of processes on loopback, started the
@@ -91,6 +98,8 @@ type nodeProc struct {
 	waitErr error
 	log     *noticeLog
 	killed  atomic.Bool // by Kill: its exit is no failure
+	paused  atomic.Bool // by Pause, until Resume
+	started time.Time
 }
 
 // pollInterval is how often the cluster looks at a node's state while it
@@ -154,10 +163,14 @@ func (c *Cluster) start(n *ClusterNode, bootstrap bool) error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
-	args := []string{"--node-id", n.ID, "--cluster-listen", "127.0.0.1:0", "--data-dir", n.Dir, "-l", "stderr"}
+	raft := "127.0.0.1:0"
+	if c.fixedRaft() {
+		raft = fmt.Sprintf("127.0.0.1:%d", c.cfg.RaftPort)
+	}
+	args := []string{"--node-id", n.ID, "--cluster-listen", raft, "--data-dir", n.Dir, "-l", "stderr"}
 	if bootstrap {
 		// Its own entry stands for the port it gets.
-		args = append(args, "--cluster-peers", n.ID+"@127.0.0.1:0")
+		args = append(args, "--cluster-peers", n.ID+"@"+raft)
 	}
 	args = append(args, c.cfg.Args...)
 	cmd := exec.Command(c.cfg.Path, args...)
@@ -167,7 +180,7 @@ func (c *Cluster) start(n *ClusterNode, bootstrap bool) error {
 		}
 		cmd = n.ns.Command(c.cfg.Path, args...)
 	}
-	p := &nodeProc{cmd: cmd, exited: make(chan struct{}), log: &noticeLog{tail: tail{max: 16 << 10}}}
+	p := &nodeProc{cmd: cmd, exited: make(chan struct{}), log: &noticeLog{tail: tail{max: 16 << 10}}, started: time.Now()}
 	var out io.Writer = p.log
 	if c.cfg.Log != nil {
 		out = io.MultiWriter(p.log, newPrefixWriter(c.cfg.Log, n.ID+" "))
@@ -354,10 +367,13 @@ func (c *Cluster) Kill(n *ClusterNode) error {
 }
 
 // Restart starts a node that is down again on its data directory, as a
-// follower: its Raft port, 0, is another one now, which the leader is
-// told with "cluster add" (as an operator moves a node). It returns once
-// the node serves.
+// follower. On a Raft port of the kernel's choosing it has another one
+// now, which the leader is told with "cluster add" (as an operator moves a
+// node); on RaftPort it is where it was. It returns once the node serves.
 func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
+	if c.fixedRaft() {
+		return c.Start(ctx, n)
+	}
 	if n.Alive() == nil {
 		return fmt.Errorf("cluster: %s is running", n.ID)
 	}
@@ -369,6 +385,146 @@ func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
 	}
 	return c.WaitServing(ctx, n)
 }
+
+// Start starts nodes that are down on their data directories, all at
+// once, and returns once each serves: with RaftPort only, where the nodes
+// find each other at the addresses they knew (after a kill of every node,
+// none leads to tell of a new one).
+func (c *Cluster) Start(ctx context.Context, nodes ...*ClusterNode) error {
+	if !c.fixedRaft() {
+		return errors.New("cluster: Start needs RaftPort")
+	}
+	for _, n := range nodes {
+		if n.Alive() == nil {
+			return fmt.Errorf("cluster: %s is running", n.ID)
+		}
+	}
+	for _, n := range nodes {
+		if err := c.start(n, false); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		if err := c.WaitServing(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) fixedRaft() bool { return c.cfg.Net != nil && c.cfg.RaftPort > 0 }
+
+// Started is when the node's current process was started.
+func (n *ClusterNode) Started() time.Time { return n.cur.Load().started }
+
+// Pause stops n with SIGSTOP, as a host frozen (a VM suspended, a long
+// GC pause, a stalled disk): its sockets stay open, nothing answers.
+func (c *Cluster) Pause(n *ClusterNode) error {
+	if err := n.Alive(); err != nil {
+		return err
+	}
+	p := n.cur.Load()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	p.paused.Store(true)
+	return nil
+}
+
+// Resume continues a node Pause stopped (SIGCONT); a node not paused is
+// left alone.
+func (c *Cluster) Resume(n *ClusterNode) error {
+	p := n.cur.Load()
+	if p == nil || !p.paused.Load() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil && n.Alive() == nil {
+		return err
+	}
+	p.paused.Store(false)
+	return nil
+}
+
+// Paused says whether Pause stopped the node's process (and Resume has
+// not continued it).
+func (n *ClusterNode) Paused() bool {
+	p := n.cur.Load()
+	return p != nil && p.paused.Load()
+}
+
+// Wipe removes a node's data directory, as a disk replaced: the node
+// must be down. Restarted, it has no log, no vote and no jobs, and the
+// leader sends it the state.
+func (c *Cluster) Wipe(n *ClusterNode) error {
+	if n.Alive() == nil {
+		return fmt.Errorf("cluster: %s is running", n.ID)
+	}
+	return os.RemoveAll(n.Dir)
+}
+
+// AddNode starts a new node, id, with an empty data directory (in a
+// namespace of its own, with Net), has the leader add it ("cluster add")
+// and returns once it serves.
+func (c *Cluster) AddNode(ctx context.Context, id string) (*ClusterNode, error) {
+	for _, o := range c.Nodes {
+		if o.ID == id {
+			return nil, fmt.Errorf("cluster: a node %s exists", id)
+		}
+	}
+	n := &ClusterNode{ID: id, Dir: filepath.Join(c.cfg.Dir, id)}
+	if c.cfg.Net != nil {
+		ns, err := c.cfg.Net.Add(id)
+		if err != nil {
+			return nil, err
+		}
+		n.ns = ns
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return nil, err
+	}
+	c.Nodes = append(c.Nodes, n)
+	if err := c.start(n, false); err != nil {
+		return n, err
+	}
+	if err := c.join(ctx, n); err != nil {
+		return n, err
+	}
+	return n, c.WaitServing(ctx, n)
+}
+
+// RemoveNode has the leader take n out of the cluster ("cluster remove"),
+// then kills its process. It stays in Nodes, down, until Forget.
+func (c *Cluster) RemoveNode(ctx context.Context, n *ClusterNode) error {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	got, err := AdminCommandVia(c.Dial, l.Addr("gearman"), "cluster remove "+n.ID)
+	if err != nil || got != "OK\r\n" {
+		return fmt.Errorf("cluster remove %s on %s: %q, %v", n.ID, l.ID, got, err)
+	}
+	if n.Alive() == nil {
+		return c.Kill(n)
+	}
+	return nil
+}
+
+// Forget drops a node that is down from Nodes (a node removed, before it
+// is added again under its name).
+func (c *Cluster) Forget(n *ClusterNode) error {
+	if n.Alive() == nil {
+		return fmt.Errorf("cluster: %s is running", n.ID)
+	}
+	c.Nodes = slices.DeleteFunc(c.Nodes, func(o *ClusterNode) bool { return o == n })
+	return nil
+}
+
+// NS is the node's network namespace (ClusterConfig.Net), nil without.
+func (n *ClusterNode) NS() *netns.NS { return n.ns }
+
+// Clients is the clients' network namespace (ClusterConfig.Net), nil
+// without.
+func (c *Cluster) Clients() *netns.NS { return c.clients }
 
 // keepCPU adds n's CPU time so far to the cluster's, before it goes.
 func (c *Cluster) keepCPU(n *ClusterNode) {
@@ -416,6 +572,7 @@ func (c *Cluster) Stop() error {
 		if err == nil {
 			c.keepCPU(n)
 			_ = n.cur.Load().cmd.Process.Signal(syscall.SIGTERM)
+			_ = c.Resume(n) // a stopped process acts on SIGTERM once continued
 		} else if p := n.cur.Load(); p != nil && !p.killed.Load() {
 			errs = append(errs, err)
 		}
