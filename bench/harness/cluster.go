@@ -387,12 +387,26 @@ func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
 }
 
 // Start starts nodes that are down on their data directories, all at
-// once, and returns once each serves: with RaftPort only, where the nodes
-// find each other at the addresses they knew (after a kill of every node,
-// none leads to tell of a new one).
+// once (Launch), and returns once each serves.
 func (c *Cluster) Start(ctx context.Context, nodes ...*ClusterNode) error {
+	if err := c.Launch(nodes...); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := c.WaitServing(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Launch starts the processes of nodes that are down, on their data
+// directories, and returns at once: with RaftPort only, where the nodes
+// find each other at the addresses they knew (after a kill of every node,
+// none leads to tell of a new one; a node cut off cannot be told).
+func (c *Cluster) Launch(nodes ...*ClusterNode) error {
 	if !c.fixedRaft() {
-		return errors.New("cluster: Start needs RaftPort")
+		return errors.New("cluster: Launch needs RaftPort")
 	}
 	for _, n := range nodes {
 		if n.Alive() == nil {
@@ -401,11 +415,6 @@ func (c *Cluster) Start(ctx context.Context, nodes ...*ClusterNode) error {
 	}
 	for _, n := range nodes {
 		if err := c.start(n, false); err != nil {
-			return err
-		}
-	}
-	for _, n := range nodes {
-		if err := c.WaitServing(ctx, n); err != nil {
 			return err
 		}
 	}
@@ -462,27 +471,34 @@ func (c *Cluster) Wipe(n *ClusterNode) error {
 	return os.RemoveAll(n.Dir)
 }
 
-// AddNode starts a new node, id, with an empty data directory (in a
+// AddNode starts a node, id, with an empty data directory (in a network
 // namespace of its own, with Net), has the leader add it ("cluster add")
-// and returns once it serves.
+// and returns once it serves. A node of that name that is down (removed)
+// is started anew, its data directory emptied.
 func (c *Cluster) AddNode(ctx context.Context, id string) (*ClusterNode, error) {
+	var n *ClusterNode
 	for _, o := range c.Nodes {
 		if o.ID == id {
-			return nil, fmt.Errorf("cluster: a node %s exists", id)
+			if o.Alive() == nil {
+				return nil, fmt.Errorf("cluster: %s is running", id)
+			}
+			n = o
 		}
 	}
-	n := &ClusterNode{ID: id, Dir: filepath.Join(c.cfg.Dir, id)}
-	if c.cfg.Net != nil {
-		ns, err := c.cfg.Net.Add(id)
-		if err != nil {
-			return nil, err
+	if n == nil {
+		n = &ClusterNode{ID: id, Dir: filepath.Join(c.cfg.Dir, id)}
+		if c.cfg.Net != nil {
+			ns, err := c.cfg.Net.Add(id)
+			if err != nil {
+				return nil, err
+			}
+			n.ns = ns
 		}
-		n.ns = ns
+		c.Nodes = append(c.Nodes, n)
 	}
 	if err := os.RemoveAll(n.Dir); err != nil {
-		return nil, err
+		return n, err
 	}
-	c.Nodes = append(c.Nodes, n)
 	if err := c.start(n, false); err != nil {
 		return n, err
 	}
@@ -493,7 +509,8 @@ func (c *Cluster) AddNode(ctx context.Context, id string) (*ClusterNode, error) 
 }
 
 // RemoveNode has the leader take n out of the cluster ("cluster remove"),
-// then kills its process. It stays in Nodes, down, until Forget.
+// then kills its process. It stays in Nodes, down (AddNode of its name
+// starts it anew).
 func (c *Cluster) RemoveNode(ctx context.Context, n *ClusterNode) error {
 	l, err := c.Leader(ctx)
 	if err != nil {
@@ -506,16 +523,6 @@ func (c *Cluster) RemoveNode(ctx context.Context, n *ClusterNode) error {
 	if n.Alive() == nil {
 		return c.Kill(n)
 	}
-	return nil
-}
-
-// Forget drops a node that is down from Nodes (a node removed, before it
-// is added again under its name).
-func (c *Cluster) Forget(n *ClusterNode) error {
-	if n.Alive() == nil {
-		return fmt.Errorf("cluster: %s is running", n.ID)
-	}
-	c.Nodes = slices.DeleteFunc(c.Nodes, func(o *ClusterNode) bool { return o == n })
 	return nil
 }
 
