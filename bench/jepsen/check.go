@@ -420,8 +420,13 @@ func (r *Result) checkMemodb(ops []Operation) {
 const nemesis = "nemesis"
 
 // heals are the nemesis operations that end faults: after each, every
-// node up must acknowledge submits again within the bound.
+// node up must acknowledge submits again within the bound. A restart
+// while the network is cut (or a node paused) ends nothing yet: the heal
+// that follows is measured.
 var heals = map[string]bool{"heal": true, "restart": true, "start": true}
+
+// netFaults are the faults a heal undoes.
+var netFaults = map[string]bool{"partition": true, "oneway": true, "loss": true, "pause": true}
 
 // checkRecovery measures, for every heal, the time until every node up
 // (and named by some client's operation) has acknowledged a submit since
@@ -448,7 +453,9 @@ func (r *Result) checkRecovery(ops []Operation, end int64, bound time.Duration) 
 		}
 	}
 	down := map[string]bool{}
+	cut := false
 	for i, op := range nem {
+		cut = cut && op.F != "heal" || netFaults[op.F]
 		switch op.F {
 		case "kill", "remove":
 			for _, n := range op.Nodes {
@@ -459,7 +466,7 @@ func (r *Result) checkRecovery(ops []Operation, end int64, bound time.Duration) 
 				delete(down, n)
 			}
 		}
-		if !heals[op.F] {
+		if !heals[op.F] || cut {
 			continue
 		}
 		until := end

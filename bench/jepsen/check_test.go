@@ -314,6 +314,34 @@ func TestCheckRecovery(t *testing.T) {
 	}
 }
 
+// TestCheckRestartWhileCut: a node restarted while the network is cut
+// cannot serve; the heal after is what is measured.
+func TestCheckRestartWhileCut(t *testing.T) {
+	hist := h{
+		nem(1, 1.1, "partition", "n3"),
+		nem(1.2, 1.3, "kill", "n3"),
+		nem(1.4, 1.5, "restart", "n3"),
+		gsubmit(1, 1.5, "c1", "n1", "a", "H:s:1", OK),
+		grun(1.5, 1.6, "w1", "a", "H:s:1"),
+		gsubmit(1, 5, "c3", "n3", "b", "", Unknown),
+		nem(5, 5.1, "heal"),
+		gsubmit(5, 5.5, "c1", "n1", "c", "H:s:3", OK),
+		gsubmit(5, 6, "c3", "n3", "d", "H:s:4", OK),
+		grun(6, 6.1, "w1", "c", "H:s:3"),
+		grun(6.1, 6.2, "w1", "d", "H:s:4"),
+	}
+	ops, err := Pair(hist.events())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Check(ops, Options{RecoverWithin: 2 * time.Second})
+	if !r.Valid() || len(r.Recoveries) != 1 || r.Recoveries[0].Took != time.Second || r.Faults != 2 {
+		var b strings.Builder
+		r.WriteText(&b)
+		t.Errorf("recoveries %+v, faults %d\n%s", r.Recoveries, r.Faults, b.String())
+	}
+}
+
 // TestPair: events pair up by process; a completion never invoked, and
 // an invocation while one is open, are errors; an invocation the history
 // ends with is unknown.

@@ -52,6 +52,8 @@ func (dworkDialTransport) Dial(ctx context.Context, _ transport.Dialer, addr str
 		return nil, fmt.Errorf("dwork: no dialer %q", token)
 	}
 	d := v.(dworkDialer)
+	ctx, cancel := context.WithTimeout(ctx, d.timeout) // zmq4's has none
+	defer cancel()
 	c, err := d.dial(ctx, "tcp", hostPort)
 	if err != nil {
 		return nil, err
@@ -171,7 +173,7 @@ func (w *Workload) dworkHost(ctx context.Context, proc string, n Node) {
 		call := w.cfg.Rec.Now()
 		rep, err := w.dworkDo(ctx, n.Dwork, &codec.QueryMsg{Type: dworkType(codec.QueryMsg_Steal), Location: loc, N: proto.Int32(1)})
 		if err != nil {
-			w.dworkExit(ctx, loc, n)
+			w.dworkExit(ctx, proc, loc, n)
 			continue
 		}
 		if rep.GetType() != codec.QueryMsg_Transfer || len(rep.Task) == 0 {
@@ -194,7 +196,7 @@ func (w *Workload) dworkHost(ctx context.Context, proc string, n Node) {
 			case err != nil:
 				typ, ev := outcome(err)
 				w.cfg.Rec.Op(call, inv, typ, ev)
-				w.dworkExit(ctx, loc, n)
+				w.dworkExit(ctx, proc, loc, n)
 			case rep.GetType() == codec.QueryMsg_OK:
 				w.cfg.Rec.Op(call, inv, OK, Event{})
 			default:
@@ -206,12 +208,19 @@ func (w *Workload) dworkHost(ctx context.Context, proc string, n Node) {
 	}
 }
 
-// dworkExit sends Exit for the host until it is answered.
-func (w *Workload) dworkExit(ctx context.Context, loc *string, n Node) {
+// dworkExit sends Exit for the host until it is answered, each attempt
+// recorded ("exit": ok, whether the server knew the host or not).
+func (w *Workload) dworkExit(ctx context.Context, proc string, loc *string, n Node) {
 	for ctx.Err() == nil {
-		if _, err := w.dworkDo(ctx, n.Dwork, &codec.QueryMsg{Type: dworkType(codec.QueryMsg_Exit), Location: loc}); err == nil {
+		inv := Event{Process: proc, Proto: Dwork, F: "exit", Node: n.ID}
+		call := w.cfg.Rec.Now()
+		rep, err := w.dworkDo(ctx, n.Dwork, &codec.QueryMsg{Type: dworkType(codec.QueryMsg_Exit), Location: loc})
+		if err == nil {
+			w.cfg.Rec.Op(call, inv, OK, Event{Value: rep.GetType().String()})
 			return
 		}
+		typ, ev := outcome(err)
+		w.cfg.Rec.Op(call, inv, typ, ev)
 		pause(ctx, reconnectPause)
 	}
 }
