@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -22,9 +23,11 @@ type raftTransport interface {
 //     hashicorp/raft keeps to itself, and the metrics report as each
 //     follower's lag;
 //   - a node whose log has failed (fenced) asks for no vote: it can win
-//     no election, so it never leads on a log that acknowledges nothing.
+//     no election, so it never leads on a log that acknowledges nothing;
+//   - the leader's lease (lease.go) is kept from the followers' answers.
 type transport struct {
 	raftTransport
+	lease *lease
 	// fenced says why this node stands for no election, nil while it
 	// may.
 	fenced func() error
@@ -39,16 +42,21 @@ type peerMatch struct {
 	term, index uint64
 }
 
-func newTransport(rt raftTransport, fenced func() error) *transport {
-	return &transport{raftTransport: rt, fenced: fenced, match: make(map[string]peerMatch), close: make(chan struct{})}
+func newTransport(rt raftTransport, fenced func() error, l *lease) *transport {
+	return &transport{raftTransport: rt, fenced: fenced, lease: l, match: make(map[string]peerMatch), close: make(chan struct{})}
 }
 
-// note records a follower's answer to an AppendEntries: a success says it
-// holds every entry up to the last one sent (or the one before them, for
-// a heartbeat, which carries none and says nothing here).
-func (t *transport) note(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+// note records a follower's answer to an AppendEntries sent at sent: a
+// success says it holds every entry up to the last one sent (or the one
+// before them, for a heartbeat, which carries none and says nothing
+// here), and that it knows this node as the leader of the request's term
+// (the lease).
+func (t *transport) note(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, sent time.Time) {
 	if req == nil || resp == nil || !resp.Success {
 		return
+	}
+	if resp.Term == req.Term {
+		t.lease.accepted(string(id), req.Term, sent)
 	}
 	index := req.PrevLogEntry + uint64(len(req.Entries))
 	t.mu.Lock()
@@ -96,9 +104,10 @@ func (t *transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, 
 
 // AppendEntries is raft.Transport's, noted.
 func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	sent := time.Now()
 	err := t.raftTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
-		t.note(id, args, resp)
+		t.note(id, args, resp, sent)
 	}
 	return err
 }
@@ -116,7 +125,7 @@ func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 			select {
 			case f := <-p.Consumer():
 				if f.Error() == nil {
-					t.note(id, f.Request(), f.Response())
+					t.note(id, f.Request(), f.Response(), f.Start())
 				}
 				select {
 				case w.out <- f:
