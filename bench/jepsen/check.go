@@ -206,7 +206,7 @@ func (r *Result) countSubmits(proto string, jobs map[string]*jobOps) {
 				acked, sent = true, true
 			case Fail:
 				c.Failed++
-				if s.Error != notSent {
+				if !isNotSent(s.Error) {
 					refused, sent = true, true
 				}
 			default:

@@ -117,7 +117,7 @@ func dworkType(t codec.QueryMsg_Type) *codec.QueryMsg_Type { return &t }
 // or unknown.
 func outcome(err error) (Type, Event) {
 	if errors.Is(err, errNotSent) {
-		return Fail, Event{Error: notSent}
+		return Fail, Event{Error: err.Error()} // "not sent: why"
 	}
 	return Unknown, Event{Error: err.Error()}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -77,8 +78,12 @@ type Operation struct {
 	Index        int
 }
 
-// notSent is the Error of a Fail whose request never left the client.
+// notSent is the Error of a Fail whose request never left the client
+// (alone, or followed by ": " and why).
 const notSent = "not sent"
+
+// isNotSent says whether a Fail's Error is notSent's.
+func isNotSent(e string) bool { return e == notSent || strings.HasPrefix(e, notSent+": ") }
 
 // Recorder writes a history as JSON lines, and keeps it.
 type Recorder struct {

@@ -32,7 +32,7 @@ var uniqueModel = (&porcupine.NondeterministicModel{
 				return []any{op.Handle} // a new job, or coalesced into the live one
 			case op.Type == OK:
 				return nil // a second live job
-			case op.Type == Fail && op.Error == notSent:
+			case op.Type == Fail && isNotSent(op.Error):
 				return []any{s}
 			case s == "":
 				return []any{s, "?"}
@@ -73,7 +73,7 @@ var registerModel = (&porcupine.NondeterministicModel{
 			switch {
 			case op.Type == OK:
 				return []any{v}
-			case op.Type == Fail && op.Error == notSent:
+			case op.Type == Fail && isNotSent(op.Error):
 				return []any{s}
 			}
 			return []any{s, v}
