@@ -33,11 +33,16 @@ deps:
 # directory named in its output.
 TESTLOG := test-results
 
+# TESTTIMEOUT bounds each package's run: it stops a hung one, and is no
+# figure of how long a run takes. Beside other builds and two busy loops,
+# cmd/switchyard needed more than go test's own 10m.
+TESTTIMEOUT ?= 60m
+
 test: deps vet
 	@rm -rf $(TESTLOG)
 	@mkdir -p $(TESTLOG)/artifacts
-	GO=$(GO) ./.ci/gotest $(TESTLOG)/unit.json -count=1 -artifacts -outputdir $(CURDIR)/$(TESTLOG)/artifacts $(PKGS)
-	GO=$(GO) ./.ci/gotest $(TESTLOG)/race.json -count=1 -race ./sched/... ./engine/...
+	GO=$(GO) ./.ci/gotest $(TESTLOG)/unit.json -count=1 -timeout $(TESTTIMEOUT) -artifacts -outputdir $(CURDIR)/$(TESTLOG)/artifacts $(PKGS)
+	GO=$(GO) ./.ci/gotest $(TESTLOG)/race.json -count=1 -timeout $(TESTTIMEOUT) -race ./sched/... ./engine/...
 
 # faults is the fault suite (cmd/switchyard/e2e_faults_test.go): hostile
 # peers against the real binary, with its RSS and another client's ECHO
@@ -45,7 +50,7 @@ test: deps vet
 # to $(TESTLOG)/faults.json.
 faults:
 	@mkdir -p $(TESTLOG)
-	SWITCHYARD_FAULTS=1 GO=$(GO) ./.ci/gotest $(TESTLOG)/faults.json -count=1 -run '^TestFault' -timeout 15m ./cmd/switchyard
+	SWITCHYARD_FAULTS=1 GO=$(GO) ./.ci/gotest $(TESTLOG)/faults.json -count=1 -run '^TestFault' -timeout $(TESTTIMEOUT) ./cmd/switchyard
 
 # jepsen is the cluster's partition suite (bench/jepsen, docs/cluster.md):
 # every schedule of faults, FullFaults each, against three nodes in network

@@ -1,7 +1,9 @@
 // Package harness runs a job server under test: it starts the binary on a
 // loopback port the kernel picks, finds that port in /proc and waits until
 // it accepts, reads the process's memory and CPU use from /proc, and stops
-// it. The end-to-end tests of cmd/switchyard use its Listening too.
+// it. The end-to-end tests of cmd/switchyard use its Listening too, and
+// every test that times something holds its bound with Within against
+// what the machine's other processes take of it.
 package harness
 
 import (

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"switchyard/bench/harness"
 	codec "switchyard/codec/dwork"
 	"switchyard/engine/dwork"
 	"switchyard/sched"
@@ -126,13 +127,13 @@ func TestDworkHostsStopAtDeadline(t *testing.T) {
 	addr := dworkServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	begin := time.Now()
+	w := harness.NewWithin(5 * time.Second)
 	res, err := DworkHosts{Addr: addr, Hosts: 2, Steal: 4, Name: "h"}.Run(ctx, ChainDAG("never-created-", 10))
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "0 of 10 tasks done") {
 		t.Errorf("error %v", err)
 	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Errorf("stopped %v after its 300ms deadline", took)
+	if took := time.Since(w.Start); w.Exceeds(took) {
+		t.Errorf("stopped %v after the start of its 300ms, want at most %v", took, w)
 	}
 	if res.Empty == 0 {
 		t.Errorf("no empty Steal: %+v", res)
@@ -157,12 +158,12 @@ func TestDialDworkBoundedByContext(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	begin := time.Now()
+	w := harness.NewWithin(2 * time.Second)
 	if c, err := DialDwork(ctx, ln.Addr().String()); err == nil {
 		c.Close()
 		t.Fatal("dialed a server that never greets")
 	}
-	if took := time.Since(begin); took > 2*time.Second {
-		t.Errorf("dial returned after %v", took)
+	if took := time.Since(w.Start); w.Exceeds(took) {
+		t.Errorf("dial returned after %v, want at most %v", took, w)
 	}
 }

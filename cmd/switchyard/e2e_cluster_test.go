@@ -444,6 +444,15 @@ func TestE2EClusterKillLeader(t *testing.T) {
 			defer mu.Unlock()
 			return len(acked) > (r+1)*50, fmt.Sprint(len(acked))
 		})
+		// The failover is the survivors' work: the bound is stretched by
+		// what other processes had of the machine meanwhile.
+		var survivors []int
+		for _, n := range c.nodes {
+			if n != l && n.alive() {
+				survivors = append(survivors, n.proc.cmd.Process.Pid)
+			}
+		}
+		w := harness.NewWithin(failoverBound, survivors...)
 		killed := time.Now()
 		l.proc.kill()
 		<-l.proc.done
@@ -453,6 +462,9 @@ func TestE2EClusterKillLeader(t *testing.T) {
 		}
 		took = append(took, time.Since(killed))
 		t.Logf("round %d: %s killed, %s leads after %v", r, l.id, nl.id, took[len(took)-1])
+		if w.Exceeds(took[len(took)-1]) {
+			t.Errorf("round %d: the failover took %v, want at most %v", r, took[len(took)-1], w)
+		}
 		wg.Wait()
 		c.restart(l)
 	}
@@ -469,10 +481,14 @@ func TestE2EClusterKillLeader(t *testing.T) {
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("%d acknowledged, %d ran; failover (kill to every node serving): min %v, median %v, max %v",
 		len(acked), len(got), took[0], took[len(took)/2], took[len(took)-1])
-	if worst := took[len(took)-1]; worst > 10*time.Second {
-		t.Errorf("a failover took %v", worst)
-	}
 }
+
+// failoverBound is how long a cluster of three may take, on a machine that
+// runs nothing else, from its leader's kill -9 to every survivor serving:
+// the election timeout (0.5-1 s), the election and the new leader's
+// replay; 0.8-1.5 s on 2 cores beside other builds, 0.9-2.5 s beside two
+// busy loops besides.
+const failoverBound = 10 * time.Second
 
 // A leader paused (SIGSTOP) for 5 s while submits are in flight
 // acknowledges nothing it cannot commit: every job acknowledged through any

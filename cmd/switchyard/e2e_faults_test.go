@@ -5,7 +5,9 @@ package main
 // and has another client's ECHO answered; the RSS must stay under the
 // memory budget plus a fixed margin, every ECHO must come back within
 // 100 ms, and once the attackers are gone the RSS must be back near where
-// it started within 30 s.
+// it started within 30 s: times on a machine that runs nothing else, held
+// against what other processes had of it meanwhile (echoAllowed,
+// harness.Within).
 //
 // These tests measure time and memory, so they run alone, outside `make
 // test` and its parallel packages: `make faults` (SWITCHYARD_FAULTS=1),
@@ -23,6 +25,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,12 +44,26 @@ const (
 	settledMargin = 32 << 20         // RSS over the start allowed once an attack is over
 	settleTime    = 30 * time.Second // how long the server has to get there
 	// echoBound is how long a connection that behaves may wait for an
-	// ECHO during an attack. On this 2-core machine, with the suite
-	// alone on it (make faults runs after make test), the slowest ECHO
-	// of the partial-packet attack was 18-65 ms in 20 runs, and of the
-	// others up to 41 ms; what the probe saw is logged.
+	// ECHO during an attack on a machine that runs nothing else. On this
+	// 2-core machine, with the suite alone on it (make faults runs after
+	// make test), the slowest ECHO of the partial-packet attack was 18-65
+	// ms in 20 runs, and of the others up to 41 ms; what the probe saw is
+	// logged.
 	echoBound = 100 * time.Millisecond
+	// baselineEchoes are timed before each attack: the ECHO at rest.
+	baselineEchoes = 10
 )
+
+// echoAllowed is how long an ECHO may take when others had share of the
+// machine around it. What delays an ECHO during an attack is the
+// server's loops' turns, CPU work that the machine's other processes slow
+// down by 1/(1-share) (harness.Stretch): two busy loops beside the suite
+// on 2 cores have about half of the machine, a build more. The ECHO at
+// rest, timed before the attack, is no measure of that: it is a few
+// wake-ups, which the kernel gives a process that slept at once however
+// busy the machine (0.2-0.4 ms, on an idle machine and beside two busy
+// loops alike).
+func echoAllowed(share float64) time.Duration { return harness.Stretch(echoBound, share) }
 
 func faultsOnly(t *testing.T) {
 	t.Helper()
@@ -54,23 +72,38 @@ func faultsOnly(t *testing.T) {
 	}
 }
 
-// probe samples a server's RSS and times another client's ECHO, every
-// 50 ms, from start until stop. The ECHO client is a process of its own
-// (TestProbeHelper): in this one it would share the Go scheduler, and two
-// cores, with the attack's goroutines, and time them too.
+// probe samples a server's RSS and the CPU time of the machine and of
+// our processes, and times another client's ECHO, every 50 ms, from start
+// until stop. The ECHO client is a process of its own (TestProbeHelper):
+// in this one it would share the Go scheduler, and two cores, with the
+// attack's goroutines, and time them too.
 type probe struct {
-	pid int
+	pid  int
+	ours []int // the server, this test and the ECHO client; any other process is the machine's load
 
 	mu      sync.Mutex
 	maxRSS  int64
-	maxEcho time.Duration
-	echoes  int
+	echoes  []echoTime
 	echoErr error
-	worstAt time.Time
+	cpu     []cpuSample
+	attack  time.Time // when the baseline ended: the ECHOs from then are the attack's
 
 	child    *exec.Cmd
 	stopping chan struct{}
 	done     sync.WaitGroup
+}
+
+// echoTime is one ECHO: when it was sent and how long its answer took.
+type echoTime struct {
+	at  time.Time
+	rtt time.Duration
+}
+
+// cpuSample is the CPU time of the machine and of our processes at one
+// moment.
+type cpuSample struct {
+	machine harness.MachineCPU // and when it was read
+	ours    time.Duration
 }
 
 // probeEnv has the test binary, run again, be the probe's ECHO client of
@@ -94,6 +127,7 @@ func startProbe(t *testing.T, pid int, addr string) *probe {
 	if err := p.child.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p.ours = []int{pid, os.Getpid(), p.child.Process.Pid}
 	p.done.Add(2)
 	go p.read(stdout)
 	go p.sample()
@@ -105,12 +139,15 @@ func startProbe(t *testing.T, pid int, addr string) *probe {
 		<-p.stopping
 		stdin.Close()
 	}()
-	// The first ECHO is answered before the attack starts.
-	waitUntil(t, 10*time.Second, "the probe's first ECHO", func() (bool, string) {
+	// The baseline: ECHOs answered before the attack starts.
+	waitUntil(t, 10*time.Second, "the probe's baseline ECHOs", func() (bool, string) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.echoes > 0 || p.echoErr != nil, fmt.Sprintf("%d ECHOs", p.echoes)
+		return len(p.echoes) >= baselineEchoes || p.echoErr != nil, fmt.Sprintf("%d ECHOs", len(p.echoes))
 	})
+	p.mu.Lock()
+	p.attack = time.Now()
+	p.mu.Unlock()
 	return p
 }
 
@@ -129,10 +166,7 @@ func (p *probe) read(r io.Reader) {
 				p.echoErr = fmt.Errorf("probe said %q", sc.Text())
 				break
 			}
-			p.echoes++
-			if d := time.Duration(rtt); d > p.maxEcho {
-				p.maxEcho, p.worstAt = d, time.Unix(0, at)
-			}
+			p.echoes = append(p.echoes, echoTime{time.Unix(0, at), time.Duration(rtt)})
 		case "error":
 			p.echoErr = errors.New(rest)
 		}
@@ -140,17 +174,33 @@ func (p *probe) read(r io.Reader) {
 	}
 }
 
-// sample reads the server's RSS every 50 ms.
+// sample reads the server's RSS, and the CPU time of the machine and of
+// our processes, every 50 ms.
 func (p *probe) sample() {
 	defer p.done.Done()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if u, err := harness.ReadUsage(p.pid); err == nil {
-			p.mu.Lock()
-			p.maxRSS = max(p.maxRSS, u.RSS)
-			p.mu.Unlock()
+		m, merr := harness.ReadMachineCPU()
+		s := cpuSample{machine: m}
+		var rss int64
+		for i, pid := range p.ours {
+			u, err := harness.ReadUsage(pid)
+			if err != nil {
+				merr = err // the share cannot be told without it
+				continue
+			}
+			s.ours += u.CPU
+			if i == 0 {
+				rss = u.RSS
+			}
 		}
+		p.mu.Lock()
+		p.maxRSS = max(p.maxRSS, rss)
+		if merr == nil {
+			p.cpu = append(p.cpu, s)
+		}
+		p.mu.Unlock()
 		select {
 		case <-p.stopping:
 			return
@@ -158,6 +208,27 @@ func (p *probe) sample() {
 		}
 	}
 }
+
+// othersShare is the share of the machine that others had (processes not
+// ours, and time the machine did not get) over the samples around
+// from..to, those there are (the last ECHO may end after the last
+// sample), or 0 without two (the ECHO is then held against echoBound
+// itself).
+func (p *probe) othersShare(from, to time.Time) float64 {
+	i := max(0, sort.Search(len(p.cpu), func(i int) bool { return p.cpu[i].machine.At.After(from) })-1)
+	j := min(len(p.cpu)-1, sort.Search(len(p.cpu), func(i int) bool { return !p.cpu[i].machine.At.Before(to) }))
+	if j <= i {
+		return 0
+	}
+	a, b := p.cpu[i], p.cpu[j]
+	return harness.OthersShare(a.machine, b.machine, b.ours-a.ours)
+}
+
+// shareMargin widens an ECHO's window, each side, for othersShare: /proc
+// counts CPU time in 10 ms ticks, a few ticks off at each end for each of
+// our processes, which over an ECHO's own 0.1-0.5 s would be a tenth of
+// the machine's time or more.
+const shareMargin = 250 * time.Millisecond
 
 // TestProbeHelper is the probe's ECHO client, run by startProbe: an ECHO
 // every 50 ms to the server at $SWITCHYARD_PROBE_ADDR, one line on stdout
@@ -223,22 +294,52 @@ func (p *probe) stop() {
 }
 
 // check stops the probe and asserts its bounds: the RSS under base, the
-// budget and the margin, each ECHO within echoBound.
+// budget and the margin, each ECHO of the attack within echoAllowed of the
+// share of the machine others had from shareMargin before it was sent to
+// shareMargin after its answer.
 func (p *probe) check(t *testing.T, base int64) {
 	t.Helper()
 	p.stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t.Logf("during the attack: RSS at most %d MiB (%d MiB at start), %d ECHOs, the slowest %v",
-		p.maxRSS>>20, base>>20, p.echoes, p.maxEcho)
+	var rest []time.Duration
+	var n int
+	var worst, closest echoTime // the slowest; the one nearest its bound
+	var worstShare, closestShare float64
+	for _, e := range p.echoes {
+		if e.at.Before(p.attack) {
+			rest = append(rest, e.rtt)
+			continue
+		}
+		n++
+		share := p.othersShare(e.at.Add(-shareMargin), e.at.Add(e.rtt+shareMargin))
+		if e.rtt > worst.rtt {
+			worst, worstShare = e, share
+		}
+		if closest.rtt == 0 || float64(e.rtt)/float64(echoAllowed(share)) > float64(closest.rtt)/float64(echoAllowed(closestShare)) {
+			closest, closestShare = e, share
+		}
+	}
+	slices.Sort(rest)
+	var restMedian time.Duration
+	if len(rest) > 0 {
+		restMedian = rest[len(rest)/2]
+	}
+	// The figures: the README's Reliability section reports them from a
+	// run on an idle machine.
+	t.Logf("during the attack: RSS at most %d MiB (%d MiB at start), %d ECHOs, the slowest %v (others had %.0f%% of the machine around it: %v allowed), "+
+		"the nearest its bound %.2f of it; at rest %d ECHOs, median %v",
+		p.maxRSS>>20, base>>20, n, worst.rtt.Round(10*time.Microsecond), 100*worstShare, echoAllowed(worstShare).Round(time.Millisecond),
+		float64(closest.rtt)/float64(echoAllowed(closestShare)), len(rest), restMedian.Round(time.Microsecond))
 	if p.echoErr != nil {
 		t.Errorf("another client's ECHO failed: %v", p.echoErr)
 	}
-	if p.echoes == 0 {
-		t.Errorf("no ECHO was answered")
+	if n == 0 {
+		t.Errorf("no ECHO was answered during the attack")
 	}
-	if p.maxEcho > echoBound {
-		t.Errorf("an ECHO took %v (at %s), want at most %v", p.maxEcho, p.worstAt.Format("15:04:05.000"), echoBound)
+	if allowed := echoAllowed(closestShare); closest.rtt > allowed {
+		t.Errorf("an ECHO took %v (at %s), want at most %v: %v on an idle machine, and others had %.0f%% of it around the ECHO",
+			closest.rtt, closest.at.Format("15:04:05.000"), allowed.Round(time.Millisecond), echoBound, 100*closestShare)
 	}
 	if limit := base + faultBudget + faultMargin; p.maxRSS > limit {
 		t.Errorf("RSS reached %d MiB, want at most %d MiB (start %d + budget %d + margin %d)",
@@ -256,28 +357,29 @@ func rssOf(t *testing.T, pid int) int64 {
 }
 
 // settles waits until the server's RSS is back under base plus
-// settledMargin, failing after settleTime.
+// settledMargin, failing after settleTime (on an idle machine: see
+// harness.Within).
 func settles(t *testing.T, pid int, maddr string, base int64) {
 	t.Helper()
-	start := time.Now()
+	w := harness.NewWithin(settleTime, pid)
 	var rss int64
 	for {
 		rss = rssOf(t, pid)
 		if rss <= base+settledMargin {
-			t.Logf("RSS back to %d MiB after %v", rss>>20, time.Since(start).Round(100*time.Millisecond))
+			t.Logf("RSS back to %d MiB after %v", rss>>20, time.Since(w.Start).Round(100*time.Millisecond))
 			return
 		}
-		if time.Since(start) > settleTime && maddr != "" {
-			m := scrape(t, maddr)
-			for _, name := range []string{"switchyard_memory_held_bytes", "go_memstats_heap_inuse_bytes",
-				"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines"} {
-				v, _ := m.Value(name)
-				t.Logf("%s %.0f", name, v)
+		if w.Over() {
+			if maddr != "" {
+				m := scrape(t, maddr)
+				for _, name := range []string{"switchyard_memory_held_bytes", "go_memstats_heap_inuse_bytes",
+					"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines"} {
+					v, _ := m.Value(name)
+					t.Logf("%s %.0f", name, v)
+				}
 			}
-		}
-		if time.Since(start) > settleTime {
 			t.Fatalf("RSS still %d MiB %v after the attack, want at most %d MiB (start %d + %d)",
-				rss>>20, settleTime, (base+settledMargin)>>20, base>>20, settledMargin>>20)
+				rss>>20, w, (base+settledMargin)>>20, base>>20, settledMargin>>20)
 		}
 		time.Sleep(250 * time.Millisecond) // polling the process's memory, not synchronising
 	}
@@ -437,6 +539,9 @@ func closeAndSettle(t *testing.T, pid int, maddr string, base int64, conns []net
 	settles(t, pid, maddr, base)
 }
 
+// httpBodyIdle is how long the server waits for more of a request's body.
+const httpBodyIdle = 30 * time.Second
+
 // Five hundred HTTP requests announce a 60 MiB body and send 10 bytes:
 // each holds one small buffer, and each is closed once its body has been
 // idle for the body deadline (30 s), with no 200.
@@ -460,16 +565,16 @@ func TestFaultHTTPSlowBodies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
 	// Each must be closed by the server within the body deadline and a
-	// margin; none gets a 2xx.
+	// margin (on an idle machine: see harness.Within); none gets a 2xx.
+	w := harness.NewWithinAfter(httpBodyIdle, 20*time.Second, pid)
+	stop := w.Guard(attackers...)
 	var closed atomic.Int32
 	var wg sync.WaitGroup
 	for _, c := range attackers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.SetReadDeadline(time.Now().Add(50 * time.Second))
 			b, err := io.ReadAll(bufio.NewReader(c))
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -482,10 +587,11 @@ func TestFaultHTTPSlowBodies(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	stop()
 	if n := closed.Load(); n != conns {
-		t.Fatalf("%d of %d slow bodies closed by the server within %v", n, conns, time.Since(start).Round(time.Second))
+		t.Fatalf("%d of %d slow bodies closed by the server within %v", n, conns, w)
 	}
-	t.Logf("all %d closed after %v", conns, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("all %d closed after %v", conns, time.Since(w.Start).Round(100*time.Millisecond))
 	p.check(t, base)
 	for _, c := range attackers {
 		c.Close()
@@ -494,7 +600,8 @@ func TestFaultHTTPSlowBodies(t *testing.T) {
 }
 
 // Four clients ask for large echoes and never read the replies: the
-// budget cuts them, the largest first, and the memory comes back.
+// budget cuts them, the largest first, or refuses their packets, and the
+// memory comes back.
 func TestFaultUnreadReplies(t *testing.T) {
 	faultsOnly(t)
 	s, maddr, base := startFaultServer(t)
@@ -539,12 +646,20 @@ func TestFaultUnreadReplies(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d clients closed by the server, %d left holding unread replies", cut.Load(), stalled.Load())
-	if n := cut.Load(); n == 0 {
-		t.Fatalf("no client that never reads was closed")
+	// The budget deals with each client one of two ways, as the loops'
+	// turns fall: its replies held pass the budget and the largest holder
+	// is closed, or its next packet finds the budget full of replies and
+	// is refused (read and thrown away, the connection goes on). Alone on
+	// the machine, 3 or 4 of the 4 were closed; beside two busy loops and
+	// other builds, once none was, every packet past the budget refused.
+	// Either way what they make the server hold is bounded (check).
+	refused := metricValue(t, maddr, "switchyard_memory_budget_refused_total")
+	t.Logf("%d clients closed by the server, %d left holding unread replies, %.0f packets refused", cut.Load(), stalled.Load(), refused)
+	if cut.Load() == 0 && refused == 0 {
+		t.Fatalf("the budget neither closed a client that never reads nor refused a packet of one")
 	}
 	p.check(t, base)
-	if cuts := metricValue(t, maddr, "switchyard_memory_budget_cuts_total"); cuts == 0 {
+	if cuts := metricValue(t, maddr, "switchyard_memory_budget_cuts_total"); cut.Load() > 0 && cuts == 0 {
 		t.Errorf("switchyard_memory_budget_cuts_total 0 after %d clients were closed", cut.Load())
 	}
 	// Those the server did not close go now.

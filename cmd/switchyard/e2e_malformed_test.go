@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"switchyard/bench/harness"
 )
 
 // The packets a peer can send with arguments, as gearmand 1.1.20's command
@@ -67,9 +69,10 @@ const (
 )
 
 // malformedQuiet is how long a connection that neither closes nor answers
-// is watched before it is called silent. Only gearmand is ever silent here
-// (it waits for arguments that never come), so a slow machine can make
-// this observation late, never wrong the other way round.
+// is watched before it is called silent, on a machine that runs nothing
+// else: on a busy one, stretched by the share of it others had meanwhile
+// (harness.Within), so that a server that answers late is not called
+// silent.
 const malformedQuiet = 3 * time.Second
 
 // malformedEcho ends a transcript: a server still serving the connection
@@ -100,10 +103,10 @@ type transcript struct {
 
 func (tr transcript) String() string { return fmt.Sprintf("%s after %q", tr.end, tr.reply) }
 
-// observe sends b on a new connection to addr and reads until the server
-// closes it, answers the ECHO_REQ at its end (if b ends with one), or stays
-// quiet for malformedQuiet.
-func observe(addr string, b []byte) (transcript, error) {
+// observe sends b on a new connection to addr, the server pid's, and reads
+// until the server closes it, answers the ECHO_REQ at its end (if b ends
+// with one), or stays quiet for malformedQuiet.
+func observe(addr string, pid int, b []byte) (transcript, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return transcript{}, err
@@ -116,9 +119,16 @@ func observe(addr string, b []byte) (transcript, error) {
 	echoed := bytes.HasSuffix(b, malformedEcho)
 	var tr transcript
 	buf := make([]byte, 4096)
+	var quiet *harness.Within // since the last bytes
 	for {
-		c.SetReadDeadline(time.Now().Add(malformedQuiet))
+		if quiet == nil {
+			quiet = harness.NewWithin(malformedQuiet, pid)
+			c.SetReadDeadline(time.Now().Add(malformedQuiet))
+		}
 		n, err := c.Read(buf)
+		if n > 0 {
+			quiet = nil
+		}
 		tr.reply = append(tr.reply, buf[:n]...)
 		if echoed && bytes.HasSuffix(tr.reply, malformedEchoReply) {
 			tr.end = endAnswered
@@ -131,6 +141,13 @@ func observe(addr string, b []byte) (transcript, error) {
 			tr.end = endClosed
 			return tr, nil
 		case errors.As(err, &ne) && ne.Timeout():
+			if quiet == nil { // bytes came with the timeout: quiet from now
+				continue
+			}
+			if !quiet.Over() {
+				c.SetReadDeadline(quiet.Start.Add(quiet.Allowed()))
+				continue
+			}
 			tr.end = endSilent
 			return tr, nil
 		default:
@@ -168,7 +185,8 @@ func TestE2EMalformedPackets(t *testing.T) {
 	servers := []struct {
 		name string
 		addr string
-	}{{"gearmand", gearmand.addr}, {"switchyard", switchyard.addr}}
+		pid  int
+	}{{"gearmand", gearmand.addr, gearmand.cmd.Process.Pid}, {"switchyard", switchyard.addr, switchyard.cmd.Process.Pid}}
 
 	type row struct {
 		name string
@@ -227,7 +245,7 @@ func TestE2EMalformedPackets(t *testing.T) {
 			done := make(chan struct{})
 			for i, s := range servers {
 				go func() {
-					got[i], errs[i] = observe(s.addr, r.send)
+					got[i], errs[i] = observe(s.addr, s.pid, r.send)
 					done <- struct{}{}
 				}()
 			}

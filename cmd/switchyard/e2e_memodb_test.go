@@ -164,7 +164,7 @@ func TestE2EMemodbWorkerKilledMidJob(t *testing.T) {
 	}
 
 	held.kill()
-	waitUntil(t, goneWithin, "the killed worker gone, its job queued", func() (bool, string) {
+	waitWithin(t, goneWithin, "the killed worker gone, its job queued", []int{srv.cmd.Process.Pid}, func() (bool, string) {
 		m, raw := adminStatus(t, srv.addr)
 		workers := adminCmd(t, srv.addr, "workers")
 		return m["mid"] == funcStatus{1, 0, 0} && !strings.Contains(workers, " memodb "), raw + workers

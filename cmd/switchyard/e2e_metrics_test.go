@@ -173,6 +173,26 @@ func TestE2EMetricsStore(t *testing.T) {
 	}
 }
 
+// --max-memory takes GOMEMLIMIT's units beside its own: the budget the
+// binary reports is the same for 256MiB and 256M; 256MB stops the start,
+// naming the forms.
+func TestE2EMaxMemoryUnits(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("--max-memory is switchyard's")
+	}
+	for _, v := range []string{"256MiB", "256M"} {
+		_, maddr := startMetrics(t, "-q", "builtin", "--max-memory", v)
+		if got, _ := scrape(t, maddr).Value("switchyard_memory_budget_bytes"); got != 256<<20 {
+			t.Errorf("--max-memory %s: switchyard_memory_budget_bytes %v, want %d", v, got, 256<<20)
+		}
+	}
+	r := runCmd(t, e2eCmdTimeout, "", serverBinary(t), "-L", "127.0.0.1", "-p", "0", "-l", "stderr", "--max-memory", "256MB")
+	if r.code != 1 || !strings.Contains(r.stderr, "MiB") || !strings.Contains(r.stderr, "256M or 256MiB") {
+		t.Errorf("--max-memory 256MB: %v", r)
+	}
+}
+
 // --metrics-listen off opens no port (startServerPorts wants exactly
 // one); an explicit address that is taken stops the start.
 func TestE2EMetricsListen(t *testing.T) {

@@ -573,11 +573,20 @@ func (p *bgProc) running() bool {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after timeout with
-// the last state cond described.
+// waitUntil polls cond until it holds, failing the test after timeout (on
+// a machine that runs nothing else: see harness.Within) with the last
+// state cond described.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	waitWithin(t, timeout, what, nil, cond)
+}
+
+// waitWithin is waitUntil for a bound on the processes pids (this one's
+// with them): cond must hold within bound, stretched by the share of the
+// machine that others had meanwhile.
+func waitWithin(t *testing.T, bound time.Duration, what string, pids []int, cond func() (bool, string)) {
+	t.Helper()
+	w := harness.NewWithin(bound, pids...)
 	var last string
 	for {
 		ok, state := cond()
@@ -585,8 +594,8 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bo
 			return
 		}
 		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last state:\n%s", timeout, what, last)
+		if w.Over() {
+			t.Fatalf("timed out after %v waiting for %s; last state:\n%s", w, what, last)
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval
 	}

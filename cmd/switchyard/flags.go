@@ -332,10 +332,10 @@ var optTable = []*optDef{
 			"auto wakes one per job waiting, and the rest if a woken worker does not ask for work within 10ms; auto is switchyard only.",
 		set: setWakeup},
 	{long: "max-packet", value: true, dflt: "64M", group: gGeneral,
-		help: "Largest binary packet body to accept, in bytes or with a K, M or G suffix (1K = 1024), at most 4G. switchyard only.",
+		help: "Largest binary packet body to accept, in bytes: a number, alone or with a K, M or G suffix, or with B, KiB, MiB or GiB as GOMEMLIMIT writes them (1K = 1KiB = 1024; 64MB is refused: write 64M or 64MiB), at most 4G. switchyard only.",
 		set:  setMaxPacket},
 	{long: "max-memory", value: true, dflt: "auto", group: gGeneral,
-		help: "Memory budget for what peers make the server hold (partial packets, request bodies, replies not yet read), in bytes or with a K, M, G or T suffix. Near it, large packets and bodies are refused with the protocol's error and the connections that hold the most are closed first. 'auto' is a quarter of the machine's memory or of the cgroup's limit, whichever is smaller; 0 only counts. switchyard only.",
+		help: "Memory budget for what peers make the server hold (partial packets, request bodies, replies not yet read), in bytes: a number, alone or with a K, M, G or T suffix, or with B, KiB, MiB, GiB or TiB as GOMEMLIMIT writes them (1K = 1KiB = 1024; 256MB is refused: write 256M or 256MiB). Near it, large packets and bodies are refused with the protocol's error and the connections that hold the most are closed first. 'auto' is a quarter of the machine's memory or of the cgroup's limit, whichever is smaller; 0 only counts. switchyard only.",
 		set:  setMaxMemory},
 	{long: "function-ttl", value: true, dflt: "1h", group: gGeneral,
 		help: "Forget a function that has had no job, no worker and no admin setting (create function, maxqueue) for this long: seconds, or a duration such as 90s, 10m, 1h. 0 keeps every function, as gearmand does. switchyard only.",
@@ -578,45 +578,73 @@ func setLogFile(s *parseState, v string) error {
 }
 
 func setMaxPacket(s *parseState, v string) error {
-	n, ok := parseSize(v)
+	n, ok := parseBytes(v, 1, maxMaxPacket)
 	if !ok {
-		return usagef("the argument ('%s') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)", v)
+		return usagef("the argument ('%s') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024%s; from 1 to 4G)", v, siHint(v))
 	}
 	s.o.MaxPacket = n
 	return nil
 }
+
+// maxMaxMemory bounds --max-memory: 1 PiB.
+const maxMaxMemory = 1 << 50
 
 func setMaxMemory(s *parseState, v string) error {
 	if v == "auto" {
 		s.o.MaxMemory = -1
 		return nil
 	}
-	n, ok := parseMemory(v)
+	n, ok := parseBytes(v, 0, maxMaxMemory)
 	if !ok {
-		return usagef("the argument ('%s') for option '--max-memory' is invalid (auto, 0, or bytes or a number with a K, M, G or T suffix)", v)
+		return usagef("the argument ('%s') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024%s)", v, siHint(v))
 	}
 	s.o.MaxMemory = n
 	return nil
 }
 
-// parseMemory parses "0", "123", "512M", "2G", "1T" (suffix in either case,
-// 1K = 1024), up to 1<<50.
-func parseMemory(v string) (int64, bool) {
-	mult := int64(1)
-	if v != "" {
-		if i := strings.IndexByte("kKmMgGtT", v[len(v)-1]); i >= 0 {
-			mult = 1 << (10 * (i/2 + 1))
-			v = v[:len(v)-1]
-		}
+// byteUnits are the suffixes of a size option: K, M, G and T in either
+// case, as switchyard has always read them, and B, KiB, MiB, GiB and TiB,
+// spelt as GOMEMLIMIT spells them. All are powers of 1024. SI's KB, MB,
+// GB and TB (powers of 1000) are none of them: GOMEMLIMIT refuses them
+// too, and read as 1024s they would not mean what they say.
+var byteUnits = map[string]int64{
+	"": 1, "B": 1,
+	"k": 1 << 10, "K": 1 << 10, "KiB": 1 << 10,
+	"m": 1 << 20, "M": 1 << 20, "MiB": 1 << 20,
+	"g": 1 << 30, "G": 1 << 30, "GiB": 1 << 30,
+	"t": 1 << 40, "T": 1 << 40, "TiB": 1 << 40,
+}
+
+// parseBytes parses a size: decimal digits and a unit of byteUnits
+// ("123", "64K", "16m", "256MiB", "4096B"), from lo to hi bytes.
+func parseBytes(v string, lo, hi int64) (int64, bool) {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
 	}
-	if v == "" || v[0] == '+' || v[0] == '-' {
+	mult, ok := byteUnits[v[i:]]
+	if i == 0 || !ok {
 		return 0, false
 	}
-	n, ok := parseDecimal(v)
-	if !ok || n > (1<<50)/mult {
+	n, err := strconv.ParseInt(v[:i], 10, 64)
+	if err != nil || n > hi/mult || n*mult < lo {
 		return 0, false
 	}
 	return n * mult, true
+}
+
+// siHint says, for a size written with an SI unit (256MB), what to write
+// instead.
+func siHint(v string) string {
+	i := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if i <= 0 {
+		return ""
+	}
+	switch unit := strings.ToUpper(v[i:]); unit {
+	case "KB", "MB", "GB", "TB":
+		return fmt.Sprintf("; %s is not one of them: %s%s or %s%siB", v[i:], v[:i], unit[:1], v[:i], unit[:1])
+	}
+	return ""
 }
 
 func setFsync(s *parseState, v string) error {
@@ -855,33 +883,6 @@ func normalizePort(v string) (string, bool) {
 		return "", false
 	}
 	return strconv.Itoa(n), true
-}
-
-// parseSize parses "123", "64K", "64M", "1G" (suffix in either case,
-// 1K = 1024) and accepts 1 to 4G.
-func parseSize(v string) (int64, bool) {
-	mult := int64(1)
-	if v != "" {
-		switch v[len(v)-1] {
-		case 'k', 'K':
-			mult = 1 << 10
-		case 'm', 'M':
-			mult = 1 << 20
-		case 'g', 'G':
-			mult = 1 << 30
-		}
-		if mult != 1 {
-			v = v[:len(v)-1]
-		}
-	}
-	if v == "" || v[0] == '+' || v[0] == '-' {
-		return 0, false
-	}
-	n, ok := parseDecimal(v)
-	if !ok || n < 1 || n > maxMaxPacket/mult {
-		return 0, false
-	}
-	return n * mult, true
 }
 
 // ---- parsing ----

@@ -80,6 +80,69 @@ func TestDefaults(t *testing.T) {
 	checkOptions(t, o, exp)
 }
 
+// A size is digits and one unit: switchyard's own K, M, G, T (either
+// case) or GOMEMLIMIT's B, KiB, MiB, GiB, TiB, all powers of 1024, within
+// the option's range.
+func TestParseBytes(t *testing.T) {
+	const packet, memory = 1, 2 // the ranges of --max-packet and --max-memory
+	ranges := map[int][2]int64{packet: {1, maxMaxPacket}, memory: {0, maxMaxMemory}}
+	tests := []struct {
+		in    string
+		rng   int
+		want  int64
+		valid bool
+	}{
+		{"0", memory, 0, true},
+		{"4096", memory, 4096, true},
+		{"007", memory, 7, true},
+		{"512M", memory, 512 << 20, true},
+		{"2g", memory, 2 << 30, true},
+		{"64k", memory, 64 << 10, true},
+		{"1T", memory, 1 << 40, true},
+		{"1024T", memory, 1 << 50, true},
+		{"4096B", memory, 4096, true},
+		{"0B", memory, 0, true},
+		{"64KiB", memory, 64 << 10, true},
+		{"256MiB", memory, 256 << 20, true},
+		{"1GiB", memory, 1 << 30, true},
+		{"1024TiB", memory, 1 << 50, true},
+		{"1025T", memory, 0, false},
+		{"1025TiB", memory, 0, false},
+		{"99999999999999999999", memory, 0, false}, // over int64
+		{"256MB", memory, 0, false},                // SI: not a 1024 unit
+		{"256mb", memory, 0, false},
+		{"1KB", memory, 0, false},
+		{"256mib", memory, 0, false}, // GOMEMLIMIT's spelling only
+		{"256Mi", memory, 0, false},
+		{"256b", memory, 0, false},
+		{"256 MiB", memory, 0, false},
+		{"", memory, 0, false},
+		{"M", memory, 0, false},
+		{"MiB", memory, 0, false},
+		{"-1", memory, 0, false},
+		{"+5", memory, 0, false},
+		{"1.5G", memory, 0, false},
+		{"5X", memory, 0, false},
+		{"1", packet, 1, true},
+		{"1B", packet, 1, true},
+		{"4G", packet, 4 << 30, true},
+		{"4GiB", packet, 4 << 30, true},
+		{"4194304KiB", packet, 4 << 30, true},
+		{"0", packet, 0, false},
+		{"0MiB", packet, 0, false},
+		{"4294967297", packet, 0, false},
+		{"5GiB", packet, 0, false},
+		{"1T", packet, 0, false},
+	}
+	for _, tt := range tests {
+		r := ranges[tt.rng]
+		got, ok := parseBytes(tt.in, r[0], r[1])
+		if got != tt.want || ok != tt.valid {
+			t.Errorf("parseBytes(%q, %d, %d) = %d, %v; want %d, %v", tt.in, r[0], r[1], got, ok, tt.want, tt.valid)
+		}
+	}
+}
+
 func TestParseArgs(t *testing.T) {
 	tests := []struct {
 		name string
@@ -92,6 +155,8 @@ func TestParseArgs(t *testing.T) {
 		// -p/--port in every syntax, service names, GEARMAND_PORT.
 		{"-p N", []string{"-p", "4731"}, nil, want(func(o *options) { o.Port = "4731" })},
 		{"--max-memory SIZE", []string{"--max-memory", "512M"}, nil, want(func(o *options) { o.MaxMemory = 512 << 20 })},
+		{"--max-memory as GOMEMLIMIT", []string{"--max-memory", "256MiB"}, nil, want(func(o *options) { o.MaxMemory = 256 << 20 })},
+		{"--max-memory=GiB", []string{"--max-memory=1GiB"}, nil, want(func(o *options) { o.MaxMemory = 1 << 30 })},
 		{"--max-memory 0", []string{"--max-memory=0"}, nil, want(func(o *options) { o.MaxMemory = 0 })},
 		{"--max-memory auto", []string{"--max-memory", "auto"}, nil, want(nil)},
 		{"-pN", []string{"-p4731"}, nil, want(func(o *options) { o.Port = "4731" })},
@@ -233,6 +298,9 @@ func TestParseArgs(t *testing.T) {
 		{"--max-packet G", []string{"--max-packet", "1G"}, nil, want(func(o *options) { o.MaxPacket = 1 << 30 })},
 		{"--max-packet 4G", []string{"--max-packet", "4g"}, nil, want(func(o *options) { o.MaxPacket = 4 << 30 })},
 		{"--max-packet 1", []string{"--max-packet", "1"}, nil, want(func(o *options) { o.MaxPacket = 1 })},
+		{"--max-packet MiB", []string{"--max-packet", "16MiB"}, nil, want(func(o *options) { o.MaxPacket = 16 << 20 })},
+		{"--max-packet 4GiB", []string{"--max-packet=4GiB"}, nil, want(func(o *options) { o.MaxPacket = 4 << 30 })},
+		{"--max-packet B", []string{"--max-packet", "65536B"}, nil, want(func(o *options) { o.MaxPacket = 65536 })},
 
 		{"--function-ttl seconds", []string{"--function-ttl", "90"}, nil, want(func(o *options) { o.FunctionTTL = 90 * time.Second })},
 		{"--function-ttl=duration", []string{"--function-ttl=10m"}, nil, want(func(o *options) { o.FunctionTTL = 10 * time.Minute })},
@@ -524,13 +592,22 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--function-ttl", "-1"}, nil, "the argument ('-1') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
 		{[]string{"--function-ttl", "soon"}, nil, "the argument ('soon') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
 		{[]string{"--function-ttl", "99999999999999999"}, nil, "the argument ('99999999999999999') for option '--function-ttl' is invalid (seconds, or a duration such as 90s, 10m, 1h; 0 keeps every function)"},
-		{[]string{"--max-packet", "0"}, nil, "the argument ('0') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
-		{[]string{"--max-packet", "5X"}, nil, "the argument ('5X') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
-		{[]string{"--max-packet", "K"}, nil, "the argument ('K') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
-		{[]string{"--max-packet", "-1M"}, nil, "the argument ('-1M') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
-		{[]string{"--max-packet", "5G"}, nil, "the argument ('5G') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
-		{[]string{"--max-packet", "4294967297"}, nil, "the argument ('4294967297') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
-		{[]string{"--max-packet", "1.5M"}, nil, "the argument ('1.5M') for option '--max-packet' is invalid (bytes, or a number with a K, M or G suffix; from 1 to 4G)"},
+		{[]string{"--max-packet", "0"}, nil, "the argument ('0') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "5X"}, nil, "the argument ('5X') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "K"}, nil, "the argument ('K') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "-1M"}, nil, "the argument ('-1M') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "5G"}, nil, "the argument ('5G') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "4294967297"}, nil, "the argument ('4294967297') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "1.5M"}, nil, "the argument ('1.5M') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "64MB"}, nil, "the argument ('64MB') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; MB is not one of them: 64M or 64MiB; from 1 to 4G)"},
+		{[]string{"--max-packet", "5GiB"}, nil, "the argument ('5GiB') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-packet", "0B"}, nil, "the argument ('0B') for option '--max-packet' is invalid (bytes: a number, alone or with B, K, M, G, KiB, MiB or GiB, where 1K = 1KiB = 1024; from 1 to 4G)"},
+		{[]string{"--max-memory", "256MB"}, nil, "the argument ('256MB') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024; MB is not one of them: 256M or 256MiB)"},
+		{[]string{"--max-memory", "1gb"}, nil, "the argument ('1gb') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024; gb is not one of them: 1G or 1GiB)"},
+		{[]string{"--max-memory", "256mib"}, nil, "the argument ('256mib') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024)"},
+		{[]string{"--max-memory", "1.5GiB"}, nil, "the argument ('1.5GiB') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024)"},
+		{[]string{"--max-memory", "-1"}, nil, "the argument ('-1') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024)"},
+		{[]string{"--max-memory", "1025TiB"}, nil, "the argument ('1025TiB') for option '--max-memory' is invalid (auto, 0, or bytes: a number, alone or with B, K, M, G, T, KiB, MiB, GiB or TiB, where 1K = 1KiB = 1024)"},
 		{[]string{"--shutdown-timeout", "-1"}, nil, "the argument ('-1') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},
 		{[]string{"--shutdown-timeout", "-5s"}, nil, "the argument ('-5s') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},
 		{[]string{"--shutdown-timeout", "soon"}, nil, "the argument ('soon') for option '--shutdown-timeout' is invalid (seconds, or a duration such as 90s, 10m, 1h)"},

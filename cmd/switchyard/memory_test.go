@@ -95,35 +95,6 @@ func TestMemoryLimits(t *testing.T) {
 	}
 }
 
-func TestParseMemory(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true},
-		{"4096", 4096, true},
-		{"512M", 512 << 20, true},
-		{"2g", 2 << 30, true},
-		{"1T", 1 << 40, true},
-		{"64k", 64 << 10, true},
-		{"1024T", 1 << 50, true},
-		{"1025T", 0, false},
-		{"", 0, false},
-		{"M", 0, false},
-		{"-1", 0, false},
-		{"+5", 0, false},
-		{"1.5G", 0, false},
-		{"5X", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseMemory(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseMemory(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 // Under pressure the collector runs at GOGC pressureGC, and after it at
 // what it was; a lower GOGC, or none (off), is left alone.
 func TestCollectSooner(t *testing.T) {
