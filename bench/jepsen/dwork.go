@@ -59,6 +59,14 @@ func (dworkDialTransport) Dial(ctx context.Context, _ transport.Dialer, addr str
 		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(d.timeout))
+	// Closed when its time is up: zmq4 leaves a connection whose ZMTP
+	// handshake failed open (Socket.Dial returns without closing it), and
+	// a peer that never sees it close waits out its own handshake timeout
+	// on it. The dwork server greets one connection at a time: under loss,
+	// a few such leaked connections each held its accept loop for 10 s,
+	// every later client gave up (and leaked) behind them, and dwork
+	// served no one again (bench/jepsen's loss schedule).
+	time.AfterFunc(d.timeout, func() { c.Close() })
 	return c, nil
 }
 

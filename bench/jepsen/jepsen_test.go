@@ -34,6 +34,9 @@ func TestJepsen(t *testing.T) {
 		t.Skipf("the Jepsen suite runs with %s=full (make jepsen) or %s=short (CI), as root", modeEnv, modeEnv)
 	}
 	if err := netns.Available(); err != nil {
+		if os.Getenv("SWITCHYARD_E2E_REQUIRED") == "1" { // CI: .ci/run
+			t.Fatalf("the Jepsen suite needs network namespaces: %v", err)
+		}
 		t.Skipf("the Jepsen suite needs network namespaces: %v", err)
 	}
 	seed := uint64(time.Now().UnixNano())

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"switchyard/bench/harness"
@@ -132,6 +133,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 	w.StopClients()
 	if err := drainCluster(ctx, c, w, drainLimit); err != nil {
 		runErr = append(runErr, err)
+		dumpStacks(c, logf)
 	}
 	w.Stop()
 	for _, odd := range w.Unexpected() {
@@ -146,6 +148,24 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 		runErr = append(runErr, err)
 	}
 	return r, errors.Join(runErr...)
+}
+
+// dumpStacks has every node running print its goroutines (SIGQUIT: Go's
+// runtime writes them to stderr, nodes.log, and exits) when the cluster
+// did not drain: where a job stuck in a node waits is in nodes.log.
+func dumpStacks(c *harness.Cluster, logf func(string, ...any)) {
+	for _, n := range c.Nodes {
+		if n.Alive() == nil {
+			logf("%s: SIGQUIT, its goroutines to nodes.log", n.ID)
+			syscall.Kill(n.PID(), syscall.SIGQUIT)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, n := range c.Nodes {
+		for n.Alive() == nil && time.Now().Before(deadline) {
+			time.Sleep(pollInterval)
+		}
+	}
 }
 
 // checkFiles checks a history and writes the verdict to checker.txt in
