@@ -177,6 +177,22 @@ func TestCheck(t *testing.T) {
 			refused(psubmit(2, 3, "c1", "p1", 2, Fail), "not committed"),
 			prun(4, 5, "w1", "p1", 2),
 		}, nil, nil},
+		{"periodic: an unanswered replace ran, was lost with its leader, and the acknowledged version ran", h{
+			psubmit(0, 1, "c1", "p1", 1, OK),
+			psubmit(2, 5, "c1", "p1", 2, Unknown),
+			prun(2.5, 3, "w1", "p1", 2),
+			prun(6, 7, "w2", "p1", 1),
+			psubmit(8, 9, "c1", "p1", 3, OK),
+			prun(10, 11, "w1", "p1", 3),
+		}, nil, nil},
+		{"periodic: an unanswered replace ran, then a version older than the acknowledged one", h{
+			psubmit(0, 1, "c1", "p1", 1, OK),
+			psubmit(1.5, 1.8, "c1", "p1", 2, OK),
+			psubmit(2, 5, "c1", "p1", 3, Unknown),
+			prun(2.5, 3, "w1", "p1", 3),
+			prun(6, 7, "w2", "p1", 1),
+			prun(8, 9, "w2", "p1", 2),
+		}, []string{RuleStale}, nil},
 		{"periodic: a run again of a version whose completion was lost", h{
 			psubmit(0, 1, "c1", "p1", 1, OK),
 			prun(1, 2, "w1", "p1", 1),

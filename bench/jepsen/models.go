@@ -61,30 +61,39 @@ var uniqueModel = (&porcupine.NondeterministicModel{
 }).ToModel()
 
 // registerModel is a Periodic (func, name): its state is the version of
-// the job's payload that waits or runs (0: none). A submit replaces it; a
-// run reads it; a completion of that version removes it.
+// the job's payload that waits or runs (0: none), and the version the last
+// acknowledged submit left. A submit acknowledged sets both; one refused
+// or unanswered may have replaced the first, or not. A run reads the
+// first, or the acknowledged one: a replace never acknowledged may have
+// run (its leader handed it out) and still be lost with that leader, and
+// then the acknowledged version runs again. That is at least once; a run
+// older than an acknowledged replace is not. A completion of the version
+// that waits removes it.
 var registerModel = (&porcupine.NondeterministicModel{
-	Init: func() []any { return []any{0} },
+	Init: func() []any { return []any{register{}} },
 	Step: func(state, input, _ any) []any {
-		s, op := state.(int), input.(Operation)
+		s, op := state.(register), input.(Operation)
 		v := version(op.Value)
 		switch op.F {
 		case "submit":
 			switch {
 			case op.Type == OK:
-				return []any{v}
+				return []any{register{v, v}}
 			case op.Type == Fail && isNotSent(op.Error):
 				return []any{s}
 			}
-			return []any{s, v}
+			return []any{s, register{v, s.acked}}
 		case "run":
-			if s == v {
+			switch v {
+			case s.cur:
 				return []any{s}
+			case s.acked:
+				return []any{register{s.acked, s.acked}} // the replace was lost
 			}
-			return nil // not the version that waits: older than a replace, or gone
+			return nil // older than an acknowledged replace, or gone
 		case "complete":
-			if s == v {
-				return []any{s, 0}
+			if s.cur == v {
+				return []any{s, register{}}
 			}
 			return []any{s}
 		}
@@ -92,12 +101,19 @@ var registerModel = (&porcupine.NondeterministicModel{
 	},
 	DescribeOperation: func(input, _ any) string { return describeModelOp(input.(Operation)) },
 	DescribeState: func(state any) string {
-		if state.(int) == 0 {
+		s := state.(register)
+		if s.cur == 0 {
 			return "no job"
 		}
-		return fmt.Sprintf("v%d", state.(int))
+		if s.acked != s.cur {
+			return fmt.Sprintf("v%d (acknowledged v%d)", s.cur, s.acked)
+		}
+		return fmt.Sprintf("v%d", s.cur)
 	},
 }).ToModel()
+
+// register is registerModel's state.
+type register struct{ cur, acked int }
 
 func describeModelOp(op Operation) string {
 	s := fmt.Sprintf("%s %s %s", op.Process, op.F, op.Type)
@@ -115,7 +131,7 @@ func describeModelOp(op Operation) string {
 
 // maybe says whether an operation may or may not have taken effect.
 func maybe(op Operation) bool {
-	return op.Type == Unknown || op.Type == Fail && op.Error != notSent
+	return op.Type == Unknown || op.Type == Fail && !isNotSent(op.Error)
 }
 
 // model checks each key's operations against m, one key at a time; a key
