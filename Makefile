@@ -57,7 +57,7 @@ faults:
 # namespaces, its history checked; as root, about ten minutes, alone. Each
 # schedule's history, the checker's verdict and the nodes' output go to
 # $(TESTLOG)/jepsen/SCHEDULE/, the run's table to $(TESTLOG)/jepsen/table.md.
-# jepsen-short runs every schedule with a few faults (CI, about four
+# jepsen-short runs every schedule with a few faults (CI, about three
 # minutes). Without root the suite skips, and says why.
 JEPSEN = rm -rf $(TESTLOG)/jepsen && mkdir -p $(TESTLOG)/jepsen && \
 	SWITCHYARD_JEPSEN_OUT=$(CURDIR)/$(TESTLOG)/jepsen GO=$(GO) ./.ci/gotest $(TESTLOG)/jepsen.json \
