@@ -4,7 +4,7 @@ PKGS    := ./...
 # VERSION is the release, read from the one place it is written.
 VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/switchyard/version.go)
 
-.PHONY: all build run test test-unit test-race faults deps vet fmt proto fuzz bench bench-latency bench-micro bench-report bench-deps conformance clean man install uninstall deb image
+.PHONY: all build run test test-unit test-race faults jepsen jepsen-short deps vet fmt proto fuzz bench bench-latency bench-micro bench-report bench-deps conformance clean man install uninstall deb image
 
 all: build
 
@@ -51,6 +51,23 @@ test: deps vet
 faults:
 	@mkdir -p $(TESTLOG)
 	SWITCHYARD_FAULTS=1 GO=$(GO) ./.ci/gotest $(TESTLOG)/faults.json -count=1 -run '^TestFault' -timeout $(TESTTIMEOUT) ./cmd/switchyard
+
+# jepsen is the cluster's partition suite (bench/jepsen, docs/cluster.md):
+# every schedule of faults, FullFaults each, against three nodes in network
+# namespaces, its history checked; as root, about ten minutes, alone. Each
+# schedule's history, the checker's verdict and the nodes' output go to
+# $(TESTLOG)/jepsen/SCHEDULE/, the run's table to $(TESTLOG)/jepsen/table.md.
+# jepsen-short runs every schedule with a few faults (CI, about three
+# minutes). Without root the suite skips, and says why.
+JEPSEN = rm -rf $(TESTLOG)/jepsen && mkdir -p $(TESTLOG)/jepsen && \
+	SWITCHYARD_JEPSEN_OUT=$(CURDIR)/$(TESTLOG)/jepsen GO=$(GO) ./.ci/gotest $(TESTLOG)/jepsen.json \
+	  -count=1 -run '^TestJepsen$$' -timeout 40m ./bench/jepsen; status=$$?; \
+	cat $(TESTLOG)/jepsen/table.md 2>/dev/null; exit $$status
+jepsen:
+	@SWITCHYARD_JEPSEN=full; export SWITCHYARD_JEPSEN; $(JEPSEN)
+
+jepsen-short:
+	@SWITCHYARD_JEPSEN=short; export SWITCHYARD_JEPSEN; $(JEPSEN)
 
 vet:
 	$(GO) vet $(PKGS)

@@ -69,6 +69,16 @@ type Config struct {
 	// queue timeout), each with up to MaxFailureText bytes of why; 0
 	// keeps none.
 	Failures int
+	// Lease, if set, says whether the scheduler's state is still the one
+	// to act on: a cluster leader's hold on its term, which another node
+	// may take over once it lapses (a leader frozen, then thawed, acts on
+	// its old state at once, before it learns of the new one). While it
+	// says no, Grab hands out nothing, Sleep finds no work waiting and no
+	// job wakes a worker, as if every function were paused; once it says
+	// yes again (it is looked at each tick) the workers asleep on
+	// functions with jobs waiting are woken. It is called on every grab:
+	// it must be quick and must not block.
+	Lease func() bool
 }
 
 // WakeDemand, as Config.WorkerWakeup, wakes as many sleeping workers as
@@ -117,6 +127,10 @@ type Sched struct {
 	funcTotals bool                       // Config.FuncHistograms
 	failKeep   int                        // Config.Failures
 	refused    [NumRefusals]atomic.Uint64 // submits refused, by reason (rare: atomics, no lock)
+	lease      func() bool                // Config.Lease
+	// leaseLapsed is set when the lease said no to a hand-out or a wake,
+	// with a timer counted so that the ticker looks for its return.
+	leaseLapsed atomic.Bool
 	// releases take back the payloads their frontends lent (OwnPayload),
 	// by the submitter's Source: see SetRelease.
 	releases [MaxSources]atomic.Pointer[func([]byte)]
@@ -176,6 +190,7 @@ func New(cfg Config) *Sched {
 		timed:      cfg.Latency,
 		funcTotals: cfg.Latency && cfg.FuncHistograms,
 		failKeep:   max(cfg.Failures, 0),
+		lease:      cfg.Lease,
 		stop:       make(chan struct{}),
 		timers:     newTimerCount(),
 	}

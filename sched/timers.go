@@ -6,6 +6,7 @@ import "time"
 // queues (waking sleepers), overrunning jobs are taken back as retries. The
 // ticker calls it; with Config.Tick < 0 the owner does.
 func (s *Sched) Advance(now time.Time) {
+	s.leaseBack()
 	tick := s.ticks(now)
 	for i := range s.shards {
 		sh := &s.shards[i]

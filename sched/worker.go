@@ -284,6 +284,9 @@ func (w *Worker) GrabAttempt(a *Attempt) *Job {
 }
 
 func (w *Worker) grab(a *Attempt) *Job {
+	if !w.s.leased() {
+		return nil
+	}
 	for i := len(w.abilities) - 1; i >= 0; i-- {
 		ab := w.abilities[i]
 		sh := ab.sh
@@ -360,10 +363,11 @@ func (w *Worker) Sleep() bool {
 	w.settleWake() // before it may be woken again: one rewake armed at a time
 	w.state.Store(asleep)
 	ready := false
+	leased := w.s.leased()
 	for _, a := range w.abilities {
 		sh := a.sh
 		sh.mu.Lock()
-		if a.fn.queued() > 0 && !a.fn.paused {
+		if leased && a.fn.queued() > 0 && !a.fn.paused {
 			ready = true
 		} else if !a.inSleepers {
 			a.fn.sleepers.push(a)
@@ -823,8 +827,8 @@ func (s *Sched) collectSleepers(f *function, wl *wakeList) {
 // f's shard lock.
 func (s *Sched) collect(f *function, wl *wakeList, limit int) {
 	wl.limit = limit
-	if f.paused {
-		return // they stay asleep on it: Resume wakes them
+	if f.paused || !s.leased() {
+		return // they stay asleep on it: Resume, or the lease back, wakes them
 	}
 	for wl.n < len(wl.w) {
 		switch {

@@ -62,6 +62,13 @@ type ClusterConfig struct {
 	// Budget, when set, runs each node in a CPU cgroup of its own, the
 	// same one across its restarts.
 	Budget *CPUBudget
+	// RaftPort, with Net, is the port every node's Raft listens on at its
+	// own address, as on hosts of their own: a node restarted comes back
+	// where the others know it, so a cluster whose every node was down
+	// starts again by itself (Start). The namespace is the node's alone,
+	// so nothing else can hold the port. 0: a port the kernel picks, a
+	// new one at each restart, which the leader is told (Restart).
+	RaftPort int
 }
 
 // Cluster is a switchyard cluster of processes on loopback, started
@@ -112,6 +119,8 @@ type nodeProc struct {
 	waitErr error
 	log     *noticeLog
 	killed  atomic.Bool // by Kill: its exit is no failure
+	paused  atomic.Bool // by Pause, until Resume
+	started time.Time
 }
 
 // pollInterval is how often the cluster looks at a node's state while it
@@ -151,7 +160,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	// The others first, for their Raft addresses; then the first, which
 	// bootstraps the cluster of them all.
-	peers := []string{c.Nodes[0].ID + "@127.0.0.1:0"}
+	peers := []string{c.Nodes[0].ID + "@" + c.raftListen()}
 	for _, n := range c.Nodes[1:] {
 		if err := c.start(n, nil); err != nil {
 			c.Stop()
@@ -212,7 +221,7 @@ func (c *Cluster) prepare() error {
 // --metrics-listen in place of theirs. In a namespace (Net) the nodes
 // listen off loopback: without TLS they are told --cluster-insecure.
 func (c *Cluster) args(n *ClusterNode, peers []string) []string {
-	args := []string{"--node-id", n.ID, "--cluster-listen", "127.0.0.1:0", "--data-dir", n.Dir, "-l", "stderr"}
+	args := []string{"--node-id", n.ID, "--cluster-listen", c.raftListen(), "--data-dir", n.Dir, "-l", "stderr"}
 	if len(peers) > 0 {
 		// Its own entry, port 0, stands for the port it gets.
 		args = append(args, "--cluster-peers", strings.Join(peers, ","))
@@ -249,7 +258,7 @@ func (c *Cluster) start(n *ClusterNode, peers []string) error {
 		}
 		cmd = n.ns.Command(c.cfg.Path, args...)
 	}
-	p := &nodeProc{cmd: cmd, exited: make(chan struct{}), log: &noticeLog{tail: tail{max: 16 << 10}}}
+	p := &nodeProc{cmd: cmd, exited: make(chan struct{}), log: &noticeLog{tail: tail{max: 16 << 10}}, started: time.Now()}
 	var out io.Writer = p.log
 	if c.cfg.Log != nil {
 		out = io.MultiWriter(p.log, newPrefixWriter(c.cfg.Log, n.ID+" "))
@@ -292,19 +301,24 @@ func (c *Cluster) raftAddr(ctx context.Context, n *ClusterNode) (string, error) 
 // join waits for n's Raft address and has the leader move it there,
 // through the operator API (a node restarted on another port).
 func (c *Cluster) join(ctx context.Context, n *ClusterNode) error {
-	if !c.cfg.Ops {
-		return errors.New("cluster: a node's new Raft address needs the operator API (ClusterConfig.Ops)")
-	}
 	raft, err := c.raftAddr(ctx, n)
 	if err != nil {
 		return err
+	}
+	return c.members(ctx, "POST", "/api/cluster/members", url.Values{"id": {n.ID}, "addr": {raft}})
+}
+
+// members sends a membership change to the leader's operator API, with
+// the ops token.
+func (c *Cluster) members(ctx context.Context, method, path string, form url.Values) error {
+	if !c.cfg.Ops {
+		return errors.New("cluster: a membership change needs the operator API (ClusterConfig.Ops)")
 	}
 	l, err := c.Leader(ctx)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+l.Addr("metrics")+"/api/cluster/members",
-		strings.NewReader(url.Values{"id": {n.ID}, "addr": {raft}}.Encode()))
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+l.Addr("metrics")+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		return err
 	}
@@ -312,12 +326,12 @@ func (c *Cluster) join(ctx context.Context, n *ClusterNode) error {
 	req.Header.Set("X-Switchyard-Token", c.token)
 	resp, err := (&http.Client{Timeout: adminTimeout, Transport: &http.Transport{DialContext: c.Dial}}).Do(req)
 	if err != nil {
-		return fmt.Errorf("add %s %s on %s: %w", n.ID, raft, l.ID, err)
+		return fmt.Errorf("%s %s %v on %s: %w", method, path, form, l.ID, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("add %s %s on %s: %s %s", n.ID, raft, l.ID, resp.Status, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%s %s %v on %s: %s %s", method, path, form, l.ID, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
@@ -466,10 +480,14 @@ func (c *Cluster) Kill(n *ClusterNode) error {
 }
 
 // Restart starts a node that is down again on its data directory, as a
-// follower: its Raft port, 0, is another one now, which the leader is
-// told through the operator API (as an operator moves a node; it needs
-// Ops). It returns once the node serves.
+// follower. On a Raft port of the kernel's choosing it has another one
+// now, which the leader is told through the operator API (as an operator
+// moves a node; it needs Ops); on RaftPort it is where it was. It returns
+// once the node serves.
 func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
+	if c.fixedRaft() {
+		return c.Start(ctx, n)
+	}
 	if n.Alive() == nil {
 		return fmt.Errorf("cluster: %s is running", n.ID)
 	}
@@ -481,6 +499,157 @@ func (c *Cluster) Restart(ctx context.Context, n *ClusterNode) error {
 	}
 	return c.WaitServing(ctx, n)
 }
+
+// Start starts nodes that are down on their data directories, all at
+// once (Launch), and returns once each serves.
+func (c *Cluster) Start(ctx context.Context, nodes ...*ClusterNode) error {
+	if err := c.Launch(nodes...); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := c.WaitServing(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Launch starts the processes of nodes that are down, on their data
+// directories, and returns at once: with RaftPort only, where the nodes
+// find each other at the addresses they knew (after a kill of every node,
+// none leads to tell of a new one; a node cut off cannot be told).
+func (c *Cluster) Launch(nodes ...*ClusterNode) error {
+	if !c.fixedRaft() {
+		return errors.New("cluster: Launch needs RaftPort")
+	}
+	for _, n := range nodes {
+		if n.Alive() == nil {
+			return fmt.Errorf("cluster: %s is running", n.ID)
+		}
+	}
+	for _, n := range nodes {
+		if err := c.start(n, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) fixedRaft() bool { return c.cfg.Net != nil && c.cfg.RaftPort > 0 }
+
+// raftListen is a node's --cluster-listen (127.0.0.1 becomes a
+// namespace's address in start): RaftPort, or one the kernel picks.
+func (c *Cluster) raftListen() string {
+	if c.fixedRaft() {
+		return fmt.Sprintf("127.0.0.1:%d", c.cfg.RaftPort)
+	}
+	return "127.0.0.1:0"
+}
+
+// Started is when the node's current process was started.
+func (n *ClusterNode) Started() time.Time { return n.cur.Load().started }
+
+// Pause stops n with SIGSTOP, as a host frozen (a VM suspended, a long
+// GC pause, a stalled disk): its sockets stay open, nothing answers.
+func (c *Cluster) Pause(n *ClusterNode) error {
+	if err := n.Alive(); err != nil {
+		return err
+	}
+	p := n.cur.Load()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	p.paused.Store(true)
+	return nil
+}
+
+// Resume continues a node Pause stopped (SIGCONT); a node not paused is
+// left alone.
+func (c *Cluster) Resume(n *ClusterNode) error {
+	p := n.cur.Load()
+	if p == nil || !p.paused.Load() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil && n.Alive() == nil {
+		return err
+	}
+	p.paused.Store(false)
+	return nil
+}
+
+// Paused says whether Pause stopped the node's process (and Resume has
+// not continued it).
+func (n *ClusterNode) Paused() bool {
+	p := n.cur.Load()
+	return p != nil && p.paused.Load()
+}
+
+// Wipe removes a node's data directory, as a disk replaced: the node
+// must be down. Restarted, it has no log, no vote and no jobs, and the
+// leader sends it the state.
+func (c *Cluster) Wipe(n *ClusterNode) error {
+	if n.Alive() == nil {
+		return fmt.Errorf("cluster: %s is running", n.ID)
+	}
+	return os.RemoveAll(n.Dir)
+}
+
+// AddNode starts a node, id, with an empty data directory (in a network
+// namespace of its own, with Net), has the leader add it through the
+// operator API (it needs Ops) and returns once it serves. A node of that name that is down (removed)
+// is started anew, its data directory emptied.
+func (c *Cluster) AddNode(ctx context.Context, id string) (*ClusterNode, error) {
+	var n *ClusterNode
+	for _, o := range c.Nodes {
+		if o.ID == id {
+			if o.Alive() == nil {
+				return nil, fmt.Errorf("cluster: %s is running", id)
+			}
+			n = o
+		}
+	}
+	if n == nil {
+		n = &ClusterNode{ID: id, Dir: filepath.Join(c.cfg.Dir, id)}
+		if c.cfg.Net != nil {
+			ns, err := c.cfg.Net.Add(id)
+			if err != nil {
+				return nil, err
+			}
+			n.ns = ns
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return n, err
+	}
+	if err := c.start(n, nil); err != nil {
+		return n, err
+	}
+	if err := c.join(ctx, n); err != nil {
+		return n, err
+	}
+	return n, c.WaitServing(ctx, n)
+}
+
+// RemoveNode has the leader take n out of the cluster through the
+// operator API (it needs Ops), then kills its process. It stays in Nodes,
+// down (AddNode of its name starts it anew).
+func (c *Cluster) RemoveNode(ctx context.Context, n *ClusterNode) error {
+	if err := c.members(ctx, "DELETE", "/api/cluster/members/"+url.PathEscape(n.ID), nil); err != nil {
+		return err
+	}
+	if n.Alive() == nil {
+		return c.Kill(n)
+	}
+	return nil
+}
+
+// NS is the node's network namespace (ClusterConfig.Net), nil without.
+func (n *ClusterNode) NS() *netns.NS { return n.ns }
+
+// Clients is the clients' network namespace (ClusterConfig.Net), nil
+// without.
+func (c *Cluster) Clients() *netns.NS { return c.clients }
 
 // keepCPU adds n's CPU time so far to the cluster's, before it goes.
 func (c *Cluster) keepCPU(n *ClusterNode) {
@@ -541,6 +710,7 @@ func (c *Cluster) Stop() error {
 		if err == nil {
 			c.keepCPU(n)
 			_ = n.cur.Load().cmd.Process.Signal(syscall.SIGTERM)
+			_ = c.Resume(n) // a stopped process acts on SIGTERM once continued
 		} else if p := n.cur.Load(); p != nil && !p.killed.Load() {
 			errs = append(errs, err)
 		}

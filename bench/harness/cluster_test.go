@@ -1,10 +1,18 @@
 package harness
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/bench/netns"
 )
 
 func TestParseNotice(t *testing.T) {
@@ -105,5 +113,130 @@ func TestPrefixWriter(t *testing.T) {
 	}
 	if want := "n1 a\nn1 bc\nn1 \nn1 d"; b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// TestClusterInNamespaces drives a cluster of three nodes, each in a
+// network namespace of its own with its Raft on a fixed port, through
+// what bench/jepsen's nemesis asks of it: a pause of the leader (another
+// leads; continued, it serves again), a kill of every node and a start
+// of them all (they find each other where they were), a follower killed,
+// wiped and started (it serves, and catches up), and a fourth node added
+// and removed.
+func TestClusterInNamespaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a cluster; skipped with -short")
+	}
+	if err := netns.Available(); err != nil {
+		t.Skip(err) // needs root, ip and iptables
+	}
+	bin := filepath.Join(t.TempDir(), "switchyard")
+	build := exec.Command("go", "build", "-o", bin, "switchyard/cmd/switchyard")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	n, err := netns.New("syj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := StartCluster(ctx, ClusterConfig{Path: bin, Dir: t.TempDir(), Net: n, RaftPort: 7000,
+		Args: []string{"-L", "127.0.0.1", "-p", "0", "--periodic-listen", "off", "--controller-socket", "off",
+			"--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // before the namespaces go
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, x := range c.Nodes {
+		if f, _ := x.cur.Load().log.latest("cluster node"); f["raft"] != x.NS().IP+":7000" {
+			t.Errorf("%s: raft on %v, want %s:7000", x.ID, f["raft"], x.NS().IP)
+		}
+	}
+
+	l, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause(l); err != nil || !l.Paused() {
+		t.Fatalf("pause %s: %v, paused %v", l.ID, err, l.Paused())
+	}
+	next, err := c.Leader(ctx)
+	if err != nil || next == l {
+		t.Fatalf("while %s is paused, the leader is %v (%v)", l.ID, next, err)
+	}
+	if err := c.Resume(l); err != nil || l.Paused() {
+		t.Fatalf("resume %s: %v", l.ID, err)
+	}
+	if err := c.WaitServing(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, x := range c.Nodes {
+		if err := c.Kill(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Start(ctx, c.Nodes...); err != nil {
+		t.Fatalf("all killed, then started: %v", err)
+	}
+
+	l, err = c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Followers(l)[0]
+	if err := c.Wipe(f); err == nil {
+		t.Error("a running node wiped")
+	}
+	if err := c.Kill(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wipe(f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after Wipe: %v", f.Dir, err)
+	}
+	if err := c.Restart(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitCaughtUp(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+
+	x, err := c.AddNode(ctx, "n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitCaughtUp(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveNode(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	l, err = c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := AdminCommandVia(c.Dial, l.Addr("gearman"), "cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := ParseMembers(text); err != nil || len(m) != 3 || slices.ContainsFunc(m, func(m Member) bool { return m.ID == "n4" }) {
+		t.Errorf("members after n4 was removed: %v, %v", m, err)
+	}
+	if x.Alive() == nil {
+		t.Error("n4 still runs after its removal")
 	}
 }

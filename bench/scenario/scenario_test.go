@@ -371,8 +371,11 @@ func TestPeriodicAgainstSwitchyard(t *testing.T) {
 			if tt.jobs != 0 && run.Jobs != tt.jobs {
 				t.Errorf("%d jobs, want %d", run.Jobs, tt.jobs)
 			}
+			// RSS per job may be 0: 2,000 small jobs can fit in pages the
+			// server's heap already held from the runs before. That both
+			// ends were read is what is checked.
 			if tt.scenario == periodicDelayed1M && (run.Extra["status_jobs"] != 2000 || run.Extra["submit_slowest_step_jobs_per_s"] <= 0 ||
-				run.RSSBytesPerJob == 0 || run.LastVsFirst10 <= 0) {
+				run.Extra["rss_idle_mb"] <= 0 || run.Extra["rss_full_mb"] <= 0 || run.LastVsFirst10 <= 0) {
 				t.Errorf("RSS per job %v, last tenth against the first %v, extras %v", run.RSSBytesPerJob, run.LastVsFirst10, run.Extra)
 			}
 		})

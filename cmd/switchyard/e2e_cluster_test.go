@@ -621,6 +621,76 @@ func TestE2EClusterPausedLeader(t *testing.T) {
 	}
 }
 
+// A leader frozen (SIGSTOP) while another is elected, then thawed, hands
+// out nothing from its old state. Its job was run and ended by the new
+// leader meanwhile; a worker connected to the old leader's own port, whose
+// GRAB_JOB waited in the socket through the freeze, gets NO_JOB or a
+// closed connection, never that job. (bench/jepsen's pause schedule found
+// a thawed leader running such a job again: a Periodic payload older than
+// an acknowledged replace. A leader hands out jobs only within its lease.)
+func TestE2EClusterThawedLeaderHandsOutNothing(t *testing.T) {
+	t.Parallel()
+	if isGearmand(t) {
+		t.Skip("a switchyard cluster")
+	}
+	c := startCluster(t, 3)
+	l := c.leader()
+	pid := l.proc.cmd.Process.Pid
+	client := dialGear(t, l.addr("gearman"), "client")
+	handle := client.submit(pSubmitJobBg, "thaw", "u1", "payload")
+	old := dialGear(t, l.addr("gearman"), "the old leader's worker")
+	old.send(pCanDo, "thaw")
+	old.send(pEchoReq, "registered")
+	old.expect(pEchoRes, "registered")
+
+	syscall.Kill(pid, syscall.SIGSTOP)
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	var nl *clusterNode
+	waitUntil(t, e2eWaitTimeout, "a leader among the others", func() (bool, string) {
+		for _, n := range c.nodes {
+			if st, err := clusterStatus(n); n != l && err == nil && st.Role == "leader" && n.role() == "leader" {
+				nl = n
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+	now := dialGear(t, nl.addr("gearman"), "the new leader's worker")
+	now.send(pCanDo, "thaw")
+	job := now.grabJob(e2eWaitTimeout)
+	if job[0] != handle {
+		t.Fatalf("the new leader handed out %q, want %s", job, handle)
+	}
+	now.send(pWorkComplete, handle, "")
+	waitStatus(t, nl.addr("gearman"), "thaw", "the job ended", func(st funcStatus) bool { return st.queued == 0 })
+
+	old.send(pGrabJob) // waits in the frozen leader's socket
+	thaw()
+	for {
+		p, err := old.tryRecv(10 * time.Second)
+		if err != nil {
+			break // closed as the old leader steps down
+		}
+		switch p.typ {
+		case pJobAssign:
+			t.Fatalf("the thawed leader handed out %q, which %s ran and ended", p.body, nl.id)
+		case pNoJob:
+			old.send(pPreSleep)
+		case pNoop:
+			old.send(pGrabJob)
+		default:
+			t.Fatalf("the thawed leader answered GRAB_JOB with %v", p)
+		}
+	}
+}
+
 // A follower restarted with an empty data directory is sent the state by
 // the leader; a member added while jobs flow catches up too; with two of
 // three nodes gone, the survivor says it has no leader.

@@ -140,6 +140,9 @@ func (r nodeRunner) Lead(ctx context.Context, store *replicated.Store) (cluster.
 	s := r.s
 	cfg := s.schedConfig()
 	cfg.Store = store
+	// Jobs are handed out only within the term's lease: a leader thawed
+	// after another was elected must not run what that one has ended.
+	cfg.Lease = s.node.Lease(store.Term())
 	t := s.newTerm(cfg)
 	lt := &leaderTerm{s: s, term: t, ops: s.nodeOps(t)}
 	t.ops = lt.ops

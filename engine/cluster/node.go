@@ -111,6 +111,7 @@ type Node struct {
 	trans *transport
 	sl    *streamLayer
 	ref   *refusals
+	lease *lease
 	obsCh chan raft.Observation
 	obs   *raft.Observer
 
@@ -157,7 +158,8 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.trans = newTransport(rt, n.LogFailed)
+	n.lease = newLease(orDefault(cfg.HeartbeatTimeout, DefaultHeartbeatTimeout))
+	n.trans = newTransport(rt, n.LogFailed, n.lease)
 	if n.sl != nil {
 		n.trans.target = dialAddr
 	}
@@ -219,6 +221,7 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.obs)
+	n.votersChanged()
 	n.done.Add(1)
 	go n.watch()
 	return n, nil
@@ -296,6 +299,7 @@ func (n *Node) watch() {
 	for {
 		select {
 		case o := <-n.obsCh:
+			n.votersChanged()
 			if p, ok := o.Data.(raft.PeerObservation); ok {
 				if p.Removed {
 					n.trans.forget(string(p.Peer.ID))
@@ -308,6 +312,23 @@ func (n *Node) watch() {
 			return
 		}
 	}
+}
+
+// votersChanged hands the configuration's voters to the lease (a leader's
+// configuration changes as it replicates to a node added or stops for one
+// removed, each with a PeerObservation).
+func (n *Node) votersChanged() {
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		n.lease.setVoters(n.cfg.ID, f.Configuration())
+	}
+}
+
+// Lease says, for a leader of term, whether it holds its lease now: no
+// other node can have been elected since, and its scheduler's state is
+// the one to act on (sched.Config.Lease). Quick: an atomic load and a
+// clock reading.
+func (n *Node) Lease(term uint64) func() bool {
+	return func() bool { return n.lease.holds(term) }
 }
 
 // logFail is the log's OnFail: from now on the node stands for no

@@ -329,6 +329,7 @@ func (m *Roles) stepDownIfFailed() {
 		return
 	}
 	m.steppedDown = term
+	m.n.lease.giveUp(term) // the target may win at once
 	f := m.n.raft.LeadershipTransfer()
 	go func() {
 		if err := waitFuture(m.ctx, f, handOffTimeout, "step down"); err != nil {
@@ -499,6 +500,7 @@ func (m *Roles) shutdown(handOff bool) {
 		}
 	}
 	if r := m.cur; handOff && r != nil && r.leading != nil {
+		m.n.lease.giveUp(r.term) // the target may win at once
 		if err := waitFuture(context.Background(), m.n.raft.LeadershipTransfer(), handOffTimeout, "hand the lead over"); err != nil {
 			m.log.Warn("cluster: could not hand the lead over before stopping", zap.Error(err))
 		}

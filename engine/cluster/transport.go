@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -26,12 +27,14 @@ type raftTransport interface {
 //     no election, so it never leads on a log that acknowledges nothing;
 //   - over the network, every RPC's target goes to the stream layer with
 //     the id of the node it is for (dialAddr), so that the node's
-//     certificate can be checked against it (stream.go).
+//     certificate can be checked against it (stream.go);
+//   - the leader's lease (lease.go) is kept from the followers' answers.
 type transport struct {
 	raftTransport
 	// target is the address an RPC for the node id is sent to: dialAddr
 	// over our stream layer, the address itself in memory.
 	target func(id raft.ServerID, addr raft.ServerAddress) raft.ServerAddress
+	lease  *lease
 	// fenced says why this node stands for no election, nil while it
 	// may.
 	fenced func() error
@@ -46,8 +49,8 @@ type peerMatch struct {
 	term, index uint64
 }
 
-func newTransport(rt raftTransport, fenced func() error) *transport {
-	return &transport{raftTransport: rt, fenced: fenced, target: sameAddr, match: make(map[string]peerMatch), close: make(chan struct{})}
+func newTransport(rt raftTransport, fenced func() error, l *lease) *transport {
+	return &transport{raftTransport: rt, fenced: fenced, target: sameAddr, lease: l, match: make(map[string]peerMatch), close: make(chan struct{})}
 }
 
 // sameAddr is a transport's target where addresses need no node id.
@@ -55,12 +58,17 @@ func sameAddr(_ raft.ServerID, addr raft.ServerAddress) raft.ServerAddress {
 	return addr
 }
 
-// note records a follower's answer to an AppendEntries: a success says it
-// holds every entry up to the last one sent (or the one before them, for
-// a heartbeat, which carries none and says nothing here).
-func (t *transport) note(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+// note records a follower's answer to an AppendEntries sent at sent: a
+// success says it holds every entry up to the last one sent (or the one
+// before them, for a heartbeat, which carries none and says nothing
+// here), and that it knows this node as the leader of the request's term
+// (the lease).
+func (t *transport) note(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, sent time.Time) {
 	if req == nil || resp == nil || !resp.Success {
 		return
+	}
+	if resp.Term == req.Term {
+		t.lease.accepted(string(id), req.Term, sent)
 	}
 	index := req.PrevLogEntry + uint64(len(req.Entries))
 	t.mu.Lock()
@@ -108,9 +116,10 @@ func (t *transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, 
 
 // AppendEntries is raft.Transport's, noted.
 func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	sent := time.Now()
 	err := t.raftTransport.AppendEntries(id, t.target(id, target), args, resp)
 	if err == nil {
-		t.note(id, args, resp)
+		t.note(id, args, resp, sent)
 	}
 	return err
 }
@@ -128,7 +137,7 @@ func (t *transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 			select {
 			case f := <-p.Consumer():
 				if f.Error() == nil {
-					t.note(id, f.Request(), f.Response())
+					t.note(id, f.Request(), f.Response(), f.Start())
 				}
 				select {
 				case w.out <- f:

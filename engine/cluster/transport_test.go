@@ -14,7 +14,7 @@ import (
 // and a heartbeat (no entries) say nothing; a new term starts over; a
 // removed node is forgotten.
 func TestTransportMatchIndex(t *testing.T) {
-	tr := newTransport(nil, func() error { return nil })
+	tr := newTransport(nil, func() error { return nil }, newLease(time.Second))
 	entries := func(n int) []*raft.Log { return make([]*raft.Log, n) }
 	steps := []struct {
 		req     raft.AppendEntriesRequest
@@ -34,7 +34,7 @@ func TestTransportMatchIndex(t *testing.T) {
 		{raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 7, Entries: entries(1)}, raft.AppendEntriesResponse{Success: true}, 3, 8, true, "a new term"},
 	}
 	for _, s := range steps {
-		tr.note("n2", &s.req, &s.resp)
+		tr.note("n2", &s.req, &s.resp, time.Now())
 		if got, ok := tr.matchIndex("n2", s.term); got != s.want && s.wantOK || ok != s.wantOK {
 			t.Errorf("%s: match %d, %v; want %d, %v", s.comment, got, ok, s.want, s.wantOK)
 		}
@@ -50,7 +50,7 @@ func TestTransportMatchIndex(t *testing.T) {
 func TestTransportFenced(t *testing.T) {
 	_, inner := raft.NewInmemTransport("")
 	var fenced error
-	tr := newTransport(inner, func() error { return fenced })
+	tr := newTransport(inner, func() error { return fenced }, newLease(time.Second))
 	if err := tr.RequestVote("n2", "nowhere", &raft.RequestVoteRequest{}, &raft.RequestVoteResponse{}); errors.Is(err, errFenced) {
 		t.Fatalf("a node not fenced: %v", err)
 	}
