@@ -147,7 +147,7 @@ func TestClusterInNamespaces(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	c, err := StartCluster(ctx, ClusterConfig{Path: bin, Dir: t.TempDir(), Net: n, RaftPort: 7000,
+	c, err := StartCluster(ctx, ClusterConfig{Path: bin, Dir: t.TempDir(), Net: n, RaftPort: 7000, Ops: true,
 		Args: []string{"-L", "127.0.0.1", "-p", "0", "--periodic-listen", "off", "--controller-socket", "off",
 			"--dwork-listen", "off", "--memodb-listen", "off", "--metrics-listen", "off"}})
 	if err != nil {
