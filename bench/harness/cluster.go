@@ -339,21 +339,10 @@ func (c *Cluster) members(ctx context.Context, method, path string, form url.Val
 // poll calls cond until it holds, ctx ends or the cluster's timeout
 // passes; the error then has what was waited for and cond's last note.
 func (c *Cluster) poll(ctx context.Context, what string, cond func() (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ok, note := cond()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for %s: %w\n%s", what, ctx.Err(), strings.TrimSpace(note))
-		case <-tick.C:
-		}
+	if note, err := Poll(ctx, c.cfg.Timeout, pollInterval, cond); err != nil {
+		return fmt.Errorf("cluster: waiting for %s: %w\n%s", what, err, strings.TrimSpace(note))
 	}
+	return nil
 }
 
 // Leader waits until a live node leads and serves on its own Gearman port,

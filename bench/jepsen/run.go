@@ -250,19 +250,8 @@ func queued(status string) int {
 
 // waitFor polls cond for at most limit.
 func waitFor(ctx context.Context, limit time.Duration, cond func() (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ok, note := cond()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %v: %s", limit, note)
-		case <-tick.C:
-		}
+	if note, err := harness.Poll(ctx, limit, pollInterval, cond); err != nil {
+		return fmt.Errorf("after %v: %s", limit, note)
 	}
+	return nil
 }

@@ -748,19 +748,8 @@ func startJetStream(ctx context.Context, f Fleet, n int, b *harness.CPUBudget, o
 // pollUntil polls cond every few milliseconds until it holds, for at
 // most timeout; the error has cond's last note.
 func pollUntil(ctx context.Context, timeout time.Duration, cond func() (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond) // polling the servers
-	defer tick.Stop()
-	for {
-		ok, note := cond()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s after %v", note, timeout)
-		case <-tick.C:
-		}
+	if note, err := harness.Poll(ctx, timeout, 20*time.Millisecond, cond); err != nil {
+		return fmt.Errorf("%s after %v", note, timeout)
 	}
+	return nil
 }
