@@ -74,3 +74,35 @@ func TestLease(t *testing.T) {
 		t.Fatalf("woken %d times", n)
 	}
 }
+
+// A worker lying down while the lease comes back is not left asleep with
+// work waiting. The tick that sees the lease back may look for sleepers
+// between the worker's look at the lease and its lying down among them,
+// and then never looks again: Sleep looks at the lease once more. (A
+// drain through a leader back from a pause waited forever so.)
+func TestLeaseBackWhileLyingDown(t *testing.T) {
+	var held atomic.Bool
+	clk := newFakeClock()
+	s := newTest(t, Config{Clock: clk, Lease: held.Load})
+	c := s.NewClient(&recorder{})
+	submit(t, c, "f", "", "x", Normal, true)
+	wk := &waker{}
+	w := s.NewWorker(wk)
+	w.CanDo([]byte("f"), 0)
+	if j := w.Grab(); j != nil {
+		t.Fatal("a job handed out while the lease lapsed")
+	}
+	s.lyingDown = func() { // the lease back, and a tick, at the worst time
+		held.Store(true)
+		s.Advance(clk.Now())
+	}
+	ready := w.Sleep()
+	s.lyingDown = nil
+	s.Advance(clk.Now()) // later ticks
+	if !ready && wk.n.Load() == 0 {
+		t.Fatal("the worker lies asleep with a job waiting and the lease held")
+	}
+	if j := w.Grab(); j == nil {
+		t.Fatal("no job handed out once the lease held")
+	}
+}

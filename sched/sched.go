@@ -131,6 +131,9 @@ type Sched struct {
 	// leaseLapsed is set when the lease said no to a hand-out or a wake,
 	// with a timer counted so that the ticker looks for its return.
 	leaseLapsed atomic.Bool
+	// lyingDown, in tests, runs in Sleep between its look at the lease
+	// and its lying down among the sleepers.
+	lyingDown func()
 	// releases take back the payloads their frontends lent (OwnPayload),
 	// by the submitter's Source: see SetRelease.
 	releases [MaxSources]atomic.Pointer[func([]byte)]

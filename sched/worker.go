@@ -362,23 +362,38 @@ func (s *Sched) wallOf(started int64) time.Time {
 func (w *Worker) Sleep() bool {
 	w.settleWake() // before it may be woken again: one rewake armed at a time
 	w.state.Store(asleep)
-	ready := false
 	leased := w.s.leased()
+	if w.s.lyingDown != nil {
+		w.s.lyingDown()
+	}
+	ready := w.sleepOn(leased)
+	if !ready && !leased && w.s.leased() {
+		// The lease came back while we lay down: the tick that saw it
+		// back may have looked for sleepers before we were among them,
+		// and will not look again. So look ourselves.
+		ready = w.sleepOn(true)
+	}
+	// If someone else woke us meanwhile, their Wake carries the news.
+	return ready && w.state.CompareAndSwap(asleep, woken)
+}
+
+// sleepOn puts the worker among the sleepers of each of its functions
+// until one has work it may take (leased: the lease holds), and says
+// whether one had.
+func (w *Worker) sleepOn(leased bool) bool {
 	for _, a := range w.abilities {
 		sh := a.sh
 		sh.mu.Lock()
-		if leased && a.fn.queued() > 0 && !a.fn.paused {
-			ready = true
-		} else if !a.inSleepers {
+		ready := leased && a.fn.queued() > 0 && !a.fn.paused
+		if !ready && !a.inSleepers {
 			a.fn.sleepers.push(a)
 		}
 		sh.mu.Unlock()
 		if ready {
-			break
+			return true
 		}
 	}
-	// If someone else woke us meanwhile, their Wake carries the news.
-	return ready && w.state.CompareAndSwap(asleep, woken)
+	return false
 }
 
 // ClearTimeouts disarms the run timeouts of the jobs the worker holds now:
