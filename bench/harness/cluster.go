@@ -689,7 +689,7 @@ func (c *Cluster) Procs() ([]ProcUsage, error) {
 	return procsUsage(refs)
 }
 
-// Stop stops every node (SIGTERM, then SIGKILL after stopTimeout) and
+// Stop stops every node (SIGTERM, then SIGKILL after stopBound) and
 // returns an error if one had died that Kill did not kill. Each node's
 // group goes with it.
 func (c *Cluster) Stop() error {
@@ -709,12 +709,10 @@ func (c *Cluster) Stop() error {
 		if p == nil {
 			continue
 		}
-		select {
-		case <-p.exited:
-		case <-time.After(stopTimeout):
+		if err := waitStop(p.exited, stopBound(n.group), p.cmd.Process.Pid); err != nil {
 			_ = p.cmd.Process.Kill()
 			<-p.exited
-			errs = append(errs, fmt.Errorf("%s did not stop in %v", n.ID, stopTimeout))
+			errs = append(errs, fmt.Errorf("%s %w", n.ID, err))
 		}
 	}
 	for _, n := range c.Nodes {
@@ -724,6 +722,37 @@ func (c *Cluster) Stop() error {
 		n.group = nil
 	}
 	return errors.Join(errs...)
+}
+
+// stopBound is how long a node may take to stop: stopTimeout on a whole
+// CPU, and as much longer as its group's quota is smaller (a leader held
+// to 0.3 CPU and throttled in every period took over 10 s to hand over
+// its lead and stop).
+func stopBound(g *cgroup.Group) time.Duration {
+	if g == nil || g.CPUs <= 0 || g.CPUs >= 1 {
+		return stopTimeout
+	}
+	return time.Duration(float64(stopTimeout) / g.CPUs)
+}
+
+// waitStop waits for exited within bound, stretched by the share of the
+// machine that processes other than this one and pid had meanwhile
+// (Within), and says so if it did not come.
+func waitStop(exited <-chan struct{}, bound time.Duration, pid int) error {
+	w := NewWithin(bound, pid)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			return nil
+		case <-tick.C:
+			if w.Over() {
+				return fmt.Errorf("did not stop in %v (%v allowed, others had %.0f%% of the machine)",
+					time.Since(w.Start).Round(time.Millisecond), w.Allowed().Round(time.Millisecond), 100*w.Share())
+			}
+		}
+	}
 }
 
 // PID is the node's current process id.

@@ -417,7 +417,7 @@ func (s *NATSServer) Alive() error {
 	}
 }
 
-// Stop stops every server (SIGTERM, then SIGKILL after stopTimeout) and
+// Stop stops every server (SIGTERM, then SIGKILL after stopBound) and
 // returns an error if one had died before.
 func (c *NATSCluster) Stop() error {
 	var errs []error
@@ -429,12 +429,10 @@ func (c *NATSCluster) Stop() error {
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, s := range c.all() {
-		select {
-		case <-s.exited:
-		case <-time.After(stopTimeout):
+		if err := waitStop(s.exited, stopBound(s.group), s.cmd.Process.Pid); err != nil {
 			_ = s.cmd.Process.Kill()
 			<-s.exited
-			errs = append(errs, fmt.Errorf("nats-server %s did not stop in %v", s.Name, stopTimeout))
+			errs = append(errs, fmt.Errorf("nats-server %s %w", s.Name, err))
 		}
 		if err := removeGroup(s.group); err != nil {
 			errs = append(errs, err)
