@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,21 +38,25 @@ func start(t *testing.T, cfg Config, scfg sched.Config) *env {
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stop(t, g.Stop) })
+	t.Cleanup(func() { stop(t, "the Gearman server", g.Stop) })
 	cfg.Addr, cfg.HandlePrefix = "127.0.0.1:0", "H:lap"
 	srv := New(cfg, s, nil)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stop(t, srv.Stop) })
+	t.Cleanup(func() { stop(t, "the HTTP server", srv.Stop) })
 	return &env{sched: s, srv: srv, gear: g.Addrs()[0].String(), http: srv.Addr().String()}
 }
 
-func stop(t *testing.T, f func(context.Context) error) {
+// stop stops a server within 5 s. Once in CI one of them did not (after
+// TestPayloads, every subtest passed): on a timeout the goroutines are
+// logged, to show what the stop waited for.
+func stop(t *testing.T, what string, f func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := f(ctx); err != nil {
-		t.Errorf("stop: %v", err)
+		buf := make([]byte, 1<<20)
+		t.Errorf("stop %s: %v\ngoroutines:\n%s", what, err, buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -715,7 +720,7 @@ func TestStopAndDrain(t *testing.T) {
 	io.WriteString(c, post("nobody", "", "x"))
 	id := jobOf(t, e2.sched, "nobody")
 	waitClients(t, e2.sched, id, 1)
-	stop(t, e2.srv.Stop)
+	stop(t, "the HTTP server", e2.srv.Stop)
 	if !closedByServer(t, c) {
 		t.Fatal("a waiting request was answered at Stop")
 	}
