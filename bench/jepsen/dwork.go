@@ -167,6 +167,15 @@ func (w *Workload) dworkClient(ctx context.Context, proc string, n Node) {
 	}
 }
 
+// DworkHostTimeout is the nodes' --dwork-host-timeout. A Steal delayed
+// in the network can reach the server after the Exit its host sent when
+// the Steal timed out: the task it hands out is then held for a host that
+// has given it up, and only the host's silence gives it back (the loss
+// schedule lost two tasks so, the second waiting for the first). So a
+// host takes a new name after each Exit, and the old one, silent, times
+// out.
+const DworkHostTimeout = 3 * time.Second
+
 // stealIdle is a host's pause after a Steal that found nothing.
 const stealIdle = 50 * time.Millisecond
 
@@ -176,12 +185,18 @@ const stealIdle = 50 * time.Millisecond
 // would give back: the host then sends Exit (until answered), and what it
 // held runs again.
 func (w *Workload) dworkHost(ctx context.Context, proc string, n Node) {
+	incarnation := 0
 	loc := proto.String(proc)
+	exit := func() { // and a new name: see DworkHostTimeout
+		w.dworkExit(ctx, proc, loc, n)
+		incarnation++
+		loc = proto.String(fmt.Sprintf("%s.%d", proc, incarnation))
+	}
 	for ctx.Err() == nil {
 		call := w.cfg.Rec.Now()
 		rep, err := w.dworkDo(ctx, n.Dwork, &codec.QueryMsg{Type: dworkType(codec.QueryMsg_Steal), Location: loc, N: proto.Int32(1)})
 		if err != nil {
-			w.dworkExit(ctx, proc, loc, n)
+			exit()
 			continue
 		}
 		if rep.GetType() != codec.QueryMsg_Transfer || len(rep.Task) == 0 {
@@ -204,7 +219,7 @@ func (w *Workload) dworkHost(ctx context.Context, proc string, n Node) {
 			case err != nil:
 				typ, ev := outcome(err)
 				w.cfg.Rec.Op(call, inv, typ, ev)
-				w.dworkExit(ctx, proc, loc, n)
+				exit()
 			case rep.GetType() == codec.QueryMsg_OK:
 				w.cfg.Rec.Op(call, inv, OK, Event{})
 			default:

@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 	c, err := harness.StartCluster(ctx, harness.ClusterConfig{Path: cfg.Binary, Dir: filepath.Join(cfg.Dir, "data"), Net: net,
 		RaftPort: raftPort, Log: nodesLog, Timeout: 30 * time.Second, Ops: true, // Ops: membership changes
 		Args: []string{"-L", "127.0.0.1", "--controller-socket", "off", "--metrics-listen", "off",
-			"--memodb-heartbeat", MemoHeartbeat.String()}})
+			"--memodb-heartbeat", MemoHeartbeat.String(), "--dwork-host-timeout", DworkHostTimeout.String()}})
 	if err != nil {
 		return nil, err
 	}
