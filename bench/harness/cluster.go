@@ -386,16 +386,29 @@ func (c *Cluster) Followers(leader *ClusterNode) []*ClusterNode {
 // WaitServing waits until n's Gearman port, its own or its relay,
 // answers "getpid" with the leader's pid.
 func (c *Cluster) WaitServing(ctx context.Context, n *ClusterNode) error {
-	l, err := c.Leader(ctx)
-	if err != nil {
-		return err
-	}
 	return c.poll(ctx, n.ID+" serving", func() (bool, string) {
 		if err := n.Alive(); err != nil {
 			return false, err.Error()
 		}
 		pid, err := GetpidVia(c.Dial, n.Addr("gearman"), time.Second)
-		return err == nil && pid == l.PID(), fmt.Sprintf("getpid through %s: %d, %v; the leader, %s, is %d", n.ID, pid, err, l.ID, l.PID())
+		if err != nil {
+			return false, fmt.Sprintf("getpid through %s: %v", n.ID, err)
+		}
+		// The leader is looked for at each look, not once: a leader just
+		// thawed from a pause still says it leads, and answers, until it
+		// learns of the new one; waiting for it then waits for ever.
+		var b strings.Builder
+		for _, m := range c.Nodes {
+			if m.Alive() != nil {
+				continue
+			}
+			role := m.Role()
+			if m.PID() == pid && role == "leader" {
+				return true, ""
+			}
+			fmt.Fprintf(&b, "; %s (%d): %q", m.ID, m.PID(), role)
+		}
+		return false, fmt.Sprintf("getpid through %s: %d, no leader's%s", n.ID, pid, b.String())
 	})
 }
 
