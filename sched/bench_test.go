@@ -83,8 +83,12 @@ func BenchmarkSubmitBackground(b *testing.B) {
 }
 
 // BenchmarkGrabComplete drains a queue of 1e6 background jobs.
-func BenchmarkGrabComplete(b *testing.B) {
-	s := New(Config{Tick: -1})
+func BenchmarkGrabComplete(b *testing.B) { benchGrabComplete(b, Config{Tick: -1}) }
+
+// benchGrabComplete drains a queue of 1e6 background jobs of a scheduler
+// made with cfg, filling it again whenever it runs dry.
+func benchGrabComplete(b *testing.B, cfg Config) {
+	s := New(cfg)
 	defer s.Close()
 	prefill(b, s, "f", 1_000_000)
 	w := s.NewWorker(nopWaker{})
@@ -111,24 +115,7 @@ func BenchmarkGrabComplete(b *testing.B) {
 func BenchmarkGrabCompleteLease(b *testing.B) {
 	var until atomic.Int64
 	until.Store(time.Now().Add(time.Hour).UnixNano())
-	s := New(Config{Tick: -1, Lease: func() bool { return time.Now().UnixNano() < until.Load() }})
-	defer s.Close()
-	prefill(b, s, "f", 1_000_000)
-	w := s.NewWorker(nopWaker{})
-	w.CanDo([]byte("f"), 0)
-	u := Update{Kind: Complete}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		j := w.Grab()
-		if j == nil {
-			b.StopTimer()
-			prefill(b, s, "f", 1_000_000)
-			b.StartTimer()
-			j = w.Grab()
-		}
-		w.Update(j.ID(), &u)
-	}
+	benchGrabComplete(b, Config{Tick: -1, Lease: func() bool { return time.Now().UnixNano() < until.Load() }})
 }
 
 // BenchmarkParallelRoundTrip runs round trips on 16 functions from all
